@@ -17,7 +17,12 @@ import yaml
 PARAMS_FILE = Path("params.yaml")
 
 DATASETS = ("citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics")
-METHODS = ("cadnet",)
+# Methods the train stage knows: each is CAD-Net with some hyperparameters fixed, applied
+# after the table and the global overrides. Baselines and ablations join here later.
+METHODS: dict[str, dict] = {
+    "cadnet": {},  # as params.yaml says (direction push: the authors' code)
+    "cadnet_pull": {"direction": "pull"},  # the paper's Eq. (6) direction, reported beside it
+}
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
 SPLITS = ("public", "per_class")
@@ -70,7 +75,7 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+def check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(f"{key}: unknown value {value!r}; allowed values: {', '.join(allowed)}")
 
@@ -86,13 +91,13 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
         if not isinstance(params.get(key), list) or not params[key]:
             raise ConfigError(f"{key}: must be a non-empty list")
     for name in params["datasets"]:
-        _check_choice("datasets", name, DATASETS)
+        check_choice("datasets", name, DATASETS)
     for name in params["methods"]:
-        _check_choice("methods", name, METHODS)
+        check_choice("methods", name, tuple(METHODS))
     runs = params.get("runs")
     if not (_is_int(runs) and runs >= 1):
         raise ConfigError(f"runs: got {runs!r}; allowed values: an integer >= 1")
-    _check_choice("device", params.get("device", "auto"), DEVICES)
+    check_choice("device", params.get("device", "auto"), DEVICES)
     n_jobs = params.get("n_jobs", -1)
     if not (_is_int(n_jobs) and n_jobs != 0):
         raise ConfigError(f"n_jobs: got {n_jobs!r}; allowed values: a non-zero integer (-1: all cores)")
@@ -101,7 +106,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     if not isinstance(table, dict):
         raise ConfigError("hparams: missing per-dataset hyperparameter table")
     for name in table:
-        _check_choice("hparams", name, DATASETS)
+        check_choice("hparams", name, DATASETS)
     for key in HPARAM_RULES:
         if params.get(key) is not None:
             _check_hparam(key, key, params[key])
@@ -114,9 +119,10 @@ def _check_hparam(where: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where}: got {value!r}; allowed values: {allowed}")
 
 
-def hparams_for(params: dict, dataset: str) -> dict:
-    """The hyperparameters one dataset trains with: its table row, then global overrides."""
-    _check_choice("dataset", dataset, DATASETS)
+def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
+    """The hyperparameters one dataset trains with: its table row, then the global
+    overrides, then what the method fixes."""
+    check_choice("dataset", dataset, DATASETS)
     row = params["hparams"].get(dataset)
     if row is None:
         raise ConfigError(f"hparams.{dataset}: missing from params.yaml")
@@ -134,7 +140,8 @@ def hparams_for(params: dict, dataset: str) -> dict:
         else:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
         _check_hparam(f"hparams.{dataset}.{key}", key, resolved[key])
-    return resolved
+    check_choice("method", method, tuple(METHODS))
+    return {**resolved, **METHODS[method]}
 
 
 def fingerprint(*parts: Any) -> str:

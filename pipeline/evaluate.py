@@ -1,0 +1,104 @@
+"""Evaluate stage: ``python -m pipeline.evaluate <dataset> [<method>]``.
+
+Reads the seed files of one (dataset, method) pair and writes, in ``reports/eval/<dataset>/``,
+``<method>.csv`` (one row per seed), ``<method>.json`` (mean and standard deviation of test
+accuracy in percent, over the runs) and ``<method>_gamma.csv`` (histogram of the adaptive
+weights gamma over nodes at each seed's selected epoch); and, in ``data/eval/<dataset>/``,
+``<method>_history.csv`` (per-epoch losses and accuracies of every seed; too large for git).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipeline import config
+from pipeline.train import RUNS_ROOT, load_seed, seed_file
+
+EVAL_ROOT = Path("reports/eval")
+HISTORY_ROOT = Path("data/eval")
+GAMMA_BINS = 50
+PER_SEED_COLUMNS = [
+    "seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run",
+    "ms_per_epoch", "gamma_mean",
+]
+
+
+def load_records(dataset: str, method: str, runs: int) -> list[dict]:
+    """All ``runs`` seed records; a missing one is an error (the train stage did not finish)."""
+    run_dir = RUNS_ROOT / dataset / method
+    records = []
+    for seed in range(runs):
+        path = seed_file(run_dir, seed)
+        if not path.exists():
+            raise config.DataError(f"{path}: missing; run `dvc repro train@{dataset}-{method}`")
+        records.append(load_seed(path))
+    return records
+
+
+def per_seed_table(records: list[dict]) -> pd.DataFrame:
+    rows = [{**{k: r[k] for k in PER_SEED_COLUMNS if k in r}, "gamma_mean": float(r["gamma"].mean())} for r in records]
+    return pd.DataFrame(rows, columns=PER_SEED_COLUMNS)
+
+
+def history_table(records: list[dict]) -> pd.DataFrame:
+    frames = []
+    for r in records:
+        frame = pd.DataFrame(r["history"])
+        frame.insert(0, "epoch", range(1, len(frame) + 1))
+        frame.insert(0, "seed", r["seed"])
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def gamma_histogram(records: list[dict]) -> pd.DataFrame:
+    """Counts of gamma over nodes, pooled over all seeds and for seed 0 alone (paper Fig. B.3)."""
+    pooled = np.concatenate([r["gamma"].numpy().ravel() for r in records])
+    low, high = float(pooled.min()), float(pooled.max())
+    if high - low < 1e-6:  # beta = 1 puts every gamma at 1
+        low, high = low - 0.005, high + 0.005
+    counts, edges = np.histogram(pooled, bins=GAMMA_BINS, range=(low, high))
+    first = min(records, key=lambda r: r["seed"])["gamma"].numpy().ravel()
+    counts_first, _ = np.histogram(first, bins=edges)
+    return pd.DataFrame({"bin_left": edges[:-1], "bin_right": edges[1:], "count_all_seeds": counts,
+                         f"count_seed_{min(r['seed'] for r in records)}": counts_first})
+
+
+def summarize(table: pd.DataFrame) -> dict:
+    """Mean and sample standard deviation (as the authors' ``torch.std``), in percent."""
+    acc = 100.0 * table["test_acc"]
+    return {
+        "runs": int(len(table)),
+        "test_acc": {"mean": round(float(acc.mean()), 4), "std": round(float(acc.std(ddof=1)) if len(acc) > 1 else 0.0, 4)},
+        "ms_per_epoch": round(float(table["ms_per_epoch"].mean()), 3),
+        "epochs_run": round(float(table["epochs_run"].mean()), 2),
+    }
+
+
+def main(argv: list[str]) -> None:
+    if not argv:
+        raise config.ConfigError("usage: python -m pipeline.evaluate <dataset> [<method>]")
+    dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
+    config.check_choice("dataset", dataset, config.DATASETS)
+    config.check_choice("method", method, tuple(config.METHODS))
+    params = config.load_params()
+
+    records = load_records(dataset, method, params["runs"])
+    table = per_seed_table(records)
+    out_dir = EVAL_ROOT / dataset
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / f"{method}.csv", index=False, float_format="%.6g")
+    gamma_histogram(records).to_csv(out_dir / f"{method}_gamma.csv", index=False, float_format="%.6g")
+    history_dir = HISTORY_ROOT / dataset
+    history_dir.mkdir(parents=True, exist_ok=True)
+    history_table(records).to_csv(history_dir / f"{method}_history.csv", index=False, float_format="%.6g")
+    summary = summarize(table)
+    (out_dir / f"{method}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    acc = summary["test_acc"]
+    print(f"{dataset}/{method}: {acc['mean']:.2f} ± {acc['std']:.2f} over {summary['runs']} runs")
+
+
+if __name__ == "__main__":
+    config.run_main(main)

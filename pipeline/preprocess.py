@@ -1,0 +1,215 @@
+"""Preprocess stage: turn one dataset's raw files into a clean graph the later stages can trust.
+
+`python -m pipeline.preprocess <dataset>` reads `data/raw/<dataset>/` with PyG's own readers,
+then makes the graph undirected, free of duplicates and self-loops (raw files have all three
+defects), adds self-loops back where the dataset's `self_loops` hyperparameter asks for them,
+row-normalises the features where `normalize_features` asks, and writes
+`data/processed/<dataset>/graph.pt` and `reports/data/<dataset>.json`. The stats (kept in git)
+let a reader check the graph against the table in SPEC.md without loading it.
+
+The module also holds :func:`per_class_split`, the random split the Amazon and Coauthor runs
+draw per seed, and :func:`load_graph`, which the train stage uses to read `graph.pt`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.io import read_npz, read_planetoid_data
+from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, to_undirected
+
+from pipeline import config
+from pipeline.config import ConfigError, DataError
+
+RAW_ROOT = Path("data/raw")
+PROCESSED_ROOT = Path("data/processed")
+STATS_ROOT = Path("reports/data")
+
+PLANETOID = ("citeseer", "cora", "pubmed")
+PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
+NPZ_FILES = {
+    "computers": "amazon_electronics_computers.npz",
+    "photo": "amazon_electronics_photo.npz",
+    "cs": "ms_academic_cs.npz",
+    "physics": "ms_academic_phy.npz",
+}
+
+
+# ---------------------------------------------------------------- reading raw files
+
+
+def raw_files(dataset: str, raw_root: Path = RAW_ROOT) -> list[Path]:
+    """The raw files the download stage writes for `dataset` (names as in checksums.tsv)."""
+    folder = raw_root / dataset
+    if dataset in PLANETOID:
+        return [folder / f"ind.{dataset}.{part}" for part in PLANETOID_PARTS]
+    return [folder / NPZ_FILES[dataset]]
+
+
+def read_raw(dataset: str, raw_root: Path = RAW_ROOT) -> Data:
+    """Read the raw files with PyG's reader; a missing file is a DataError, not a traceback."""
+    files = raw_files(dataset, raw_root)
+    for path in files:
+        if not path.is_file():
+            raise DataError(f"{path}: raw file missing; run the download stage for {dataset} first")
+    if dataset in PLANETOID:
+        return read_planetoid_data(str(raw_root / dataset), dataset)
+    return read_npz(str(files[0]), to_undirected=True)
+
+
+# ---------------------------------------------------------------- cleaning
+
+
+def clean_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Drop self-loops and duplicates and symmetrise, whatever the reader already did.
+
+    PyG's planetoid reader does not symmetrise and its npz reader may leave duplicates, so
+    both cleanings run here again; the result is sorted by (row, col).
+    """
+    edge_index, _ = remove_self_loops(edge_index)
+    return to_undirected(edge_index, num_nodes=num_nodes)
+
+
+def with_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Add one self-loop per node and keep the (row, col) order the rest of the code expects."""
+    edge_index, _ = add_self_loops(edge_index, num_nodes=num_nodes)
+    return coalesce(edge_index, num_nodes=num_nodes)
+
+
+def normalize_rows(x: Tensor) -> Tensor:
+    """Divide each row of a sparse COO matrix by its sum, so nonzero rows sum to 1.
+
+    Rows that sum to zero stay zero. Unlike PyG's NormalizeFeatures (which divides by
+    max(sum, 1)) this also scales up rows summing below 1, e.g. TF-IDF rows, as SPEC.md asks.
+    """
+    x = x.coalesce()
+    row_sum = torch.sparse.sum(x, dim=1).to_dense()
+    scale = torch.where(row_sum != 0, 1.0 / row_sum, torch.zeros_like(row_sum))
+    values = x.values() * scale[x.indices()[0]]
+    return torch.sparse_coo_tensor(
+        x.indices(), values, x.shape, is_coalesced=True, check_invariants=True
+    )
+
+
+def sparse_features(x: Tensor, normalize: bool) -> Tensor:
+    """Features as a coalesced float32 sparse COO tensor, row-normalised on request."""
+    x = x.to(torch.float32).to_sparse_coo().coalesce()
+    return normalize_rows(x) if normalize else x
+
+
+# ---------------------------------------------------------------- building the outputs
+
+
+def build_graph(data: Data, hparams: dict) -> tuple[dict, dict]:
+    """The graph.pt dict and the stats.json dict for one raw dataset."""
+    num_nodes = data.y.size(0)
+    edge_index = clean_edges(data.edge_index, num_nodes)
+    undirected_edges = edge_index.size(1) // 2  # symmetric, loop-free: each pair twice
+    if hparams["self_loops"]:
+        edge_index = with_self_loops(edge_index, num_nodes)
+
+    masks = {k: getattr(data, k, None) for k in ("train_mask", "val_mask", "test_mask")}
+    graph = {
+        "x": sparse_features(data.x, hparams["normalize_features"]),
+        "edge_index": edge_index.long(),
+        "y": data.y.long(),
+        "num_classes": int(data.y.max()) + 1,
+        **{k: None if m is None else m.bool() for k, m in masks.items()},
+    }
+    stats = {
+        "nodes": num_nodes,
+        "undirected_edges": undirected_edges,
+        "features": graph["x"].size(1),
+        "classes": graph["num_classes"],
+        "self_loops_added": bool(hparams["self_loops"]),
+        "directed_edges": edge_index.size(1),
+        **{k.removesuffix("_mask"): None if m is None else int(m.sum()) for k, m in masks.items()},
+    }
+    return graph, stats
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Write via a temporary file in the same folder, so an interrupted run leaves no half file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def preprocess(
+    dataset: str, raw_root: Path = RAW_ROOT, out_root: Path = PROCESSED_ROOT, stats_root: Path = STATS_ROOT
+) -> dict:
+    """Run the whole stage for one dataset; returns the stats it wrote."""
+    hparams = config.hparams_for(config.load_params(), dataset)
+    graph, stats = build_graph(read_raw(dataset, raw_root), hparams)
+    write_atomic(out_root / dataset / "graph.pt", lambda p: torch.save(graph, p))
+    write_atomic(stats_root / f"{dataset}.json", lambda p: p.write_text(json.dumps(stats, indent=2) + "\n"))
+    return stats
+
+
+# ---------------------------------------------------------------- used by later stages
+
+
+def load_graph(dataset: str, root: Path | str = PROCESSED_ROOT) -> dict:
+    """Load the graph.pt this stage wrote for `dataset`."""
+    path = Path(root) / dataset / "graph.pt"
+    if not path.is_file():
+        raise DataError(
+            f"{path}: processed graph missing; run the preprocess stage first "
+            f"(python -m pipeline.preprocess {dataset})"
+        )
+    return torch.load(path, weights_only=True)
+
+
+def per_class_split(
+    y: Tensor, num_classes: int, train_per_class: int, val_per_class: int, seed: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Random train/val/test masks with exactly train_per_class / val_per_class nodes per class.
+
+    PyG's RandomNodeSplit draws validation nodes from the whole graph, not per class, hence
+    this function. A local generator keeps it deterministic in `seed` without touching the
+    global RNG state that model initialisation relies on.
+    """
+    y = y.cpu()
+    generator = torch.Generator().manual_seed(seed)
+    train = torch.zeros(y.size(0), dtype=torch.bool)
+    val = torch.zeros(y.size(0), dtype=torch.bool)
+    need = train_per_class + val_per_class
+    for c in range(num_classes):
+        members = (y == c).nonzero().view(-1)
+        if members.numel() < need:
+            raise DataError(
+                f"class {c} has {members.numel()} nodes; the split needs train_per_class + "
+                f"val_per_class = {train_per_class} + {val_per_class} = {need}"
+            )
+        members = members[torch.randperm(members.numel(), generator=generator)]
+        train[members[:train_per_class]] = True
+        val[members[train_per_class:need]] = True
+    return train, val, ~(train | val)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def main(argv: list[str]) -> None:
+    """`python -m pipeline.preprocess <dataset>`: one dataset per call (one DVC matrix entry)."""
+    if len(argv) != 1 or argv[0] not in config.DATASETS:
+        raise ConfigError(
+            f"usage: python -m pipeline.preprocess <dataset>; got {argv!r}; "
+            f"allowed datasets: {', '.join(config.DATASETS)}"
+        )
+    stats = preprocess(argv[0])
+    print(f"{argv[0]}: {json.dumps(stats)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    config.run_main(main)

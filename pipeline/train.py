@@ -1,0 +1,239 @@
+"""Train stage: ``python -m pipeline.train <dataset> [<method>]``.
+
+Trains seeds ``0 .. runs-1`` of one (dataset, method) pair and keeps one file per seed in
+``data/runs/<dataset>/<method>/seed_NNN.pt``. Each file records a fingerprint of what produced
+it (hyperparameters, graph, code); the DVC stage declares the folder ``persist: true`` so an
+interrupted run keeps its finished seeds, and a rerun with the same fingerprint trains only
+the missing ones. Files with another fingerprint, or seeds beyond ``runs``, are removed.
+
+The protocol follows the authors' code (SPEC.md): Adam with amsgrad, weight decay on all
+parameters, a step learning-rate drop, one training step then one eval-mode pass per epoch,
+the reported test accuracy is the one at the epoch of lowest validation loss, and early
+stopping after ``epochs // 2`` when the validation loss exceeds the mean of the previous
+``early_stop_window`` epochs.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from joblib import Parallel, delayed
+from tqdm import tqdm
+
+from pipeline import config
+from pipeline.model import CADNet
+from pipeline.preprocess import load_graph, per_class_split, write_atomic
+
+RUNS_ROOT = Path("data/runs")
+PROCESSED_ROOT = Path("data/processed")
+# Code whose change makes stored seeds stale.
+SOURCE_FILES = [Path(__file__).with_name(n) for n in ("model.py", "train.py")]
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when present, so the same params run on a laptop or a GPU box."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise config.ConfigError("device: 'cuda' asked for but no CUDA device is available")
+    return torch.device(name)
+
+
+def split_masks(graph: dict, hp: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The public split for citation data, else a new per-class split drawn from ``seed``."""
+    if hp["split"] == "public":
+        if graph["train_mask"] is None:
+            raise config.ConfigError("split: 'public' but this dataset has no public split; use per_class")
+        return graph["train_mask"], graph["val_mask"], graph["test_mask"]
+    return per_class_split(graph["y"], graph["num_classes"], hp["train_per_class"], hp["val_per_class"], seed)
+
+
+def build_model(graph: dict, hp: dict) -> CADNet:
+    return CADNet(
+        in_features=graph["x"].size(1),
+        hidden=hp["hidden"],
+        num_classes=graph["num_classes"],
+        leak_slope=hp["leak_slope"],
+        p_drop=hp["p_drop"],
+        dropout_sites=hp["dropout_sites"],
+        K=hp["K"],
+        beta=hp["beta"],
+        direction=hp["direction"],
+    )
+
+
+def make_optimizer(params, hp: dict):
+    """Adam(amsgrad) with weight decay on every parameter, and the step lr drop (or none)."""
+    optimizer = torch.optim.Adam(params, lr=hp["lr"], weight_decay=hp["weight_decay"], amsgrad=True)
+    scheduler = None
+    if hp["lr_drop_every"] > 0:
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, hp["lr_drop_every"], hp["lr_drop_factor"])
+    return optimizer, scheduler
+
+
+def should_stop_early(val_losses: list[float], epoch: int, epochs: int, window: int) -> bool:
+    """The authors' rule: past half the epochs, stop when this epoch's validation loss is
+    greater than the mean of the previous ``window`` epochs'."""
+    if window <= 0 or epoch <= epochs // 2:
+        return False
+    previous = val_losses[-(window + 1):-1]
+    return bool(previous) and val_losses[-1] > sum(previous) / len(previous)
+
+
+def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "cpu") -> dict:
+    """Train one CAD-Net from ``seed``; return the seed's record (see module docstring)."""
+    device = torch.device(device)
+    masks = [m.to(device) for m in split_masks(graph, hp, seed)]
+    x, edge_index, y = (graph[k].to(device) for k in ("x", "edge_index", "y"))
+
+    torch.manual_seed(seed)
+    model = build_model(graph, hp).to(device)
+    optimizer, scheduler = make_optimizer(model.parameters(), hp)
+    train_mask = masks[0]
+
+    history = {f"{part}_{what}": [] for part in ("train", "val", "test") for what in ("loss", "acc")}
+    best = {"val_loss": float("inf")}
+    start = time.perf_counter()
+    for epoch in range(1, hp["epochs"] + 1):
+        model.train()
+        optimizer.zero_grad()
+        out = model(x, edge_index)
+        loss = F.nll_loss(out.log_probs[train_mask], y[train_mask]) + hp["lambda_ent"] * out.entropy.mean()
+        loss.backward()
+        optimizer.step()
+
+        model.eval()
+        with torch.no_grad():
+            out = model(x, edge_index)
+            for part, mask in zip(("train", "val", "test"), masks):
+                history[f"{part}_loss"].append(F.nll_loss(out.log_probs[mask], y[mask]).item())
+                history[f"{part}_acc"].append((out.log_probs[mask].argmax(-1) == y[mask]).float().mean().item())
+        if history["val_loss"][-1] < best["val_loss"]:
+            best = {
+                "val_loss": history["val_loss"][-1],
+                "val_acc": history["val_acc"][-1],
+                "test_acc": history["test_acc"][-1],
+                "epoch": epoch,
+                "gamma": out.gamma.cpu(),
+            }
+        if should_stop_early(history["val_loss"], epoch, hp["epochs"], hp["early_stop_window"]):
+            break
+        if scheduler is not None:
+            scheduler.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+
+    return {
+        "seed": seed,
+        "test_acc": best["test_acc"],
+        "val_acc": best["val_acc"],
+        "best_val_loss": best["val_loss"],
+        "selected_epoch": best["epoch"],
+        "epochs_run": epoch,
+        "ms_per_epoch": 1000.0 * seconds / epoch,
+        "gamma": best["gamma"],
+        "history": history,
+    }
+
+
+# ---------------------------------------------------------------------------- bookkeeping
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def run_fingerprint(dataset: str, method: str, hp: dict) -> str:
+    """What a stored seed must match to be reused: hyperparameters, graph file and code."""
+    graph_file = PROCESSED_ROOT / dataset / "graph.pt"
+    if not graph_file.exists():
+        raise config.DataError(f"{graph_file}: not found; run `dvc repro preprocess@{dataset}` first")
+    sources = [sha256_of(p) for p in SOURCE_FILES]
+    return config.fingerprint(dataset, method, hp, sha256_of(graph_file), sources)
+
+
+def seed_file(run_dir: Path, seed: int) -> Path:
+    return run_dir / f"seed_{seed:03d}.pt"
+
+
+def load_seed(path: Path) -> dict:
+    return torch.load(path, weights_only=False)
+
+
+def pending_seeds(run_dir: Path, runs: int, fingerprint: str) -> list[int]:
+    """Remove stale or surplus seed files; return the seeds still to train."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    done = set()
+    for path in run_dir.glob("seed_*.pt"):
+        seed = int(path.stem.split("_")[1])
+        try:
+            keep = seed < runs and load_seed(path).get("fingerprint") == fingerprint
+        except Exception:  # an unreadable file is as good as missing
+            keep = False
+        if keep:
+            done.add(seed)
+        else:
+            path.unlink()
+    for leftover in run_dir.glob(".*.tmp"):
+        leftover.unlink()
+    return [s for s in range(runs) if s not in done]
+
+
+@functools.lru_cache(maxsize=1)
+def _graph_in_worker(dataset: str) -> dict:
+    """Each joblib worker loads the graph once instead of receiving a pickled copy per seed."""
+    torch.set_num_threads(1)
+    return load_graph(dataset, root=PROCESSED_ROOT)
+
+
+def _train_seed_in_worker(dataset: str, hp: dict, seed: int) -> dict:
+    return train_seed(_graph_in_worker(dataset), hp, seed, "cpu")
+
+
+def train_seeds(dataset: str, hp: dict, seeds: list[int], device: torch.device, n_jobs: int):
+    """Yield seed records as they finish: joblib processes on CPU, one after another on CUDA."""
+    if device.type == "cuda" or n_jobs == 1 or len(seeds) == 1:
+        graph = load_graph(dataset, root=PROCESSED_ROOT)
+        for seed in seeds:
+            yield train_seed(graph, hp, seed, device)
+        return
+    jobs = (delayed(_train_seed_in_worker)(dataset, hp, seed) for seed in seeds)
+    yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+
+
+def main(argv: list[str]) -> None:
+    if not argv:
+        raise config.ConfigError("usage: python -m pipeline.train <dataset> [<method>]")
+    dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
+    params = config.load_params()
+    hp = config.hparams_for(params, dataset, method)
+    device = resolve_device(params.get("device", "auto"))
+
+    fingerprint = run_fingerprint(dataset, method, hp)
+    run_dir = RUNS_ROOT / dataset / method
+    seeds = pending_seeds(run_dir, params["runs"], fingerprint)
+    reused = params["runs"] - len(seeds)
+    desc = f"train {dataset}/{method} on {device.type}" + (f" ({reused} seeds reused)" if reused else "")
+    with tqdm(total=len(seeds), desc=desc, unit="seed") as bar:
+        for record in train_seeds(dataset, hp, seeds, device, params.get("n_jobs", -1)):
+            record["fingerprint"] = fingerprint
+            write_atomic(seed_file(run_dir, record["seed"]), lambda p: torch.save(record, p))
+            bar.set_postfix(last_acc=f"{100 * record['test_acc']:.1f}")
+            bar.update()
+
+
+if __name__ == "__main__":
+    # Run main() from the imported module, not __main__, so that joblib's worker processes
+    # can find _train_seed_in_worker by its module path.
+    from pipeline import train
+
+    config.run_main(train.main)

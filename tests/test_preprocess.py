@@ -1,0 +1,299 @@
+"""Tests for the preprocess stage: real Cora/CiteSeer, tiny hand-made raw files, splits, errors."""
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import yaml
+from torch_geometric.data import Data
+from torch_geometric.transforms import NormalizeFeatures
+from torch_geometric.utils import coalesce, is_undirected
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+from pipeline import preprocess as pp
+from pipeline.config import ConfigError, DataError
+
+MIRROR = PROJECT.parent / "shared" / "datasets" / "planetoid"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project root in tmp_path holding a copy of the real params.yaml."""
+    shutil.copy(PROJECT / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def set_params(root: Path, **overrides: object) -> None:
+    """Rewrite params.yaml with some top-level keys (e.g. global overrides) replaced."""
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params.update(overrides)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def copy_planetoid(root: Path, name: str) -> None:
+    """Copy the 8 real planetoid files of `name` into root/data/raw/<name>/."""
+    folder = root / "data" / "raw" / name
+    folder.mkdir(parents=True)
+    for part in pp.PLANETOID_PARTS:
+        shutil.copy(MIRROR / f"ind.{name}.{part}", folder / f"ind.{name}.{part}")
+
+
+def run_stage(root: Path, name: str) -> tuple[dict, dict]:
+    pp.main([name])
+    stats = json.loads((root / "reports/data" / f"{name}.json").read_text())
+    return pp.load_graph(name), stats
+
+
+def assert_clean(edge_index: torch.Tensor, num_nodes: int, loops: bool) -> None:
+    """Symmetric, sorted, no duplicates, and one self-loop per node exactly when asked."""
+    assert edge_index.dtype == torch.long
+    assert is_undirected(edge_index, num_nodes=num_nodes)
+    assert torch.equal(coalesce(edge_index, num_nodes=num_nodes), edge_index)
+    is_loop = edge_index[0] == edge_index[1]
+    if loops:
+        assert torch.equal(edge_index[0, is_loop].sort()[0], torch.arange(num_nodes))
+    else:
+        assert not is_loop.any()
+
+
+def row_sums(x: torch.Tensor) -> torch.Tensor:
+    return torch.sparse.sum(x, dim=1).to_dense()
+
+
+
+# ---------------------------------------------------------------- real Cora and CiteSeer
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="planetoid mirror not available")
+@pytest.mark.parametrize(
+    "name, nodes, edges, features, classes",
+    [("cora", 2708, 5278, 1433, 7), ("citeseer", 3327, 4552, 3703, 6)],
+)
+def test_real_planetoid_matches_spec(workdir, name, nodes, edges, features, classes):
+    copy_planetoid(workdir, name)
+    graph, stats = run_stage(workdir, name)
+
+    assert stats == {
+        "nodes": nodes, "undirected_edges": edges, "features": features, "classes": classes,
+        "self_loops_added": True, "directed_edges": 2 * edges + nodes,
+        "train": 20 * classes, "val": 500, "test": 1000,
+    }
+    assert_clean(graph["edge_index"], nodes, loops=True)
+    x = graph["x"]
+    assert x.layout == torch.sparse_coo and x.is_coalesced() and x.dtype == torch.float32
+    assert x.shape == (nodes, features)
+    sums = row_sums(x)
+    assert torch.all(torch.isclose(sums, torch.ones(nodes)) | (sums == 0))
+    assert graph["y"].dtype == torch.long and graph["num_classes"] == classes
+    masks = [graph[k] for k in ("train_mask", "val_mask", "test_mask")]
+    assert all(m.dtype == torch.bool and m.shape == (nodes,) for m in masks)
+    assert not (masks[0] & masks[1]).any() and not (masks[1] & masks[2]).any()
+    assert torch.equal(torch.bincount(graph["y"][masks[0]]), torch.full((classes,), 20))
+
+
+# ---------------------------------------------------------------- tiny npz (gnn-benchmark)
+
+
+def write_tiny_npz(path: Path) -> None:
+    """5 nodes; edges 0->1 twice, 1->0, 2->2 (loop), 2->3 (one-way), 3->4, 4->3.
+
+    CSR arrays are written by hand so the duplicate survives (scipy would sum it away).
+    """
+    path.parent.mkdir(parents=True)
+    np.savez(
+        path,
+        adj_data=np.ones(7, dtype=np.float32),
+        adj_indices=np.array([1, 1, 0, 2, 3, 4, 3]),
+        adj_indptr=np.array([0, 2, 3, 5, 6, 7]),
+        adj_shape=np.array([5, 5]),
+        attr_data=np.array([2.0, 1.0, 1.0, 3.0, 1.0, 1.0], dtype=np.float32),
+        attr_indices=np.array([0, 1, 2, 0, 2, 1]),
+        attr_indptr=np.array([0, 2, 3, 5, 6, 6]),  # node 4 has no features
+        attr_shape=np.array([5, 3]),
+        labels=np.array([0, 1, 0, 1, 2]),
+    )
+
+
+TINY_EDGES = torch.tensor([[0, 1, 2, 3, 3, 4], [1, 0, 3, 2, 4, 3]])
+
+
+@pytest.mark.parametrize("name, loops", [("computers", False), ("photo", True)])
+def test_npz_is_cleaned(workdir, name, loops):
+    write_tiny_npz(workdir / "data/raw" / name / pp.NPZ_FILES[name])
+    graph, stats = run_stage(workdir, name)
+
+    expected = TINY_EDGES
+    if loops:
+        expected = coalesce(torch.cat([TINY_EDGES, torch.arange(5).repeat(2, 1)], dim=1))
+    assert torch.equal(graph["edge_index"], expected)
+    assert_clean(graph["edge_index"], 5, loops=loops)
+    assert stats == {
+        "nodes": 5, "undirected_edges": 3, "features": 3, "classes": 3,
+        "self_loops_added": loops, "directed_edges": 11 if loops else 6,
+        "train": None, "val": None, "test": None,
+    }
+    assert graph["train_mask"] is None and graph["num_classes"] == 3
+    # read_npz binarises (2 and 3 become 1), then rows are normalised.
+    expected_x = torch.tensor(
+        [[0.5, 0.5, 0], [0, 0, 1], [0.5, 0, 0.5], [0, 1, 0], [0, 0, 0]]
+    )
+    assert torch.allclose(graph["x"].to_dense(), expected_x)
+
+
+def test_normalize_features_false_keeps_raw_features(workdir):
+    set_params(workdir, normalize_features=False, self_loops=True)
+    write_tiny_npz(workdir / "data/raw/computers" / pp.NPZ_FILES["computers"])
+    graph, stats = run_stage(workdir, "computers")
+    assert stats["self_loops_added"] and stats["directed_edges"] == 11
+    assert torch.equal(row_sums(graph["x"]), torch.tensor([2.0, 1, 2, 1, 0]))
+
+
+# ---------------------------------------------------------------- tiny planetoid
+
+
+def write_tiny_planetoid(folder: Path, name: str) -> None:
+    """520 nodes (PyG's public split needs len(y) + 500 nodes): 6 labelled, 504 more, 10 test.
+
+    Graph dict: 0 -> [1, 1, 0] (duplicate and self-loop), 1 -> [0], 2 -> [3] (one-way),
+    515 -> [519] (one-way, among the test nodes).
+    """
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    n_all, n_test, n_feat = 510, 10, 4
+    allx = sp.csr_matrix(rng.integers(0, 2, size=(n_all, n_feat)).astype(np.float32))
+    ally = np.eye(3)[rng.integers(0, 3, size=n_all)]
+    ally[:6] = np.eye(3)[[0, 0, 1, 1, 2, 2]]
+    tx = sp.csr_matrix(rng.integers(0, 2, size=(n_test, n_feat)).astype(np.float32))
+    ty = np.eye(3)[rng.integers(0, 3, size=n_test)]
+    graph = defaultdict(list, {0: [1, 1, 0], 1: [0], 2: [3], 515: [519]})
+    parts = {"x": allx[:6], "y": ally[:6], "allx": allx, "ally": ally,
+             "tx": tx, "ty": ty, "graph": graph}
+    for part, obj in parts.items():
+        with open(folder / f"ind.{name}.{part}", "wb") as f:
+            pickle.dump(obj, f)
+    test_index = rng.permutation(np.arange(n_all, n_all + n_test))
+    (folder / f"ind.{name}.test.index").write_text("\n".join(map(str, test_index)) + "\n")
+
+
+def test_tiny_planetoid_pubmed_path(workdir):
+    write_tiny_planetoid(workdir / "data/raw/pubmed", "pubmed")
+    graph, stats = run_stage(workdir, "pubmed")  # pubmed: no self-loops in params.yaml
+
+    expected = torch.tensor([[0, 1, 2, 3, 515, 519], [1, 0, 3, 2, 519, 515]])
+    assert torch.equal(graph["edge_index"], expected)
+    assert stats == {
+        "nodes": 520, "undirected_edges": 3, "features": 4, "classes": 3,
+        "self_loops_added": False, "directed_edges": 6,
+        "train": 6, "val": 500, "test": 10,
+    }
+    assert torch.equal(graph["y"][:6], torch.tensor([0, 0, 1, 1, 2, 2]))
+    sums = row_sums(graph["x"])
+    assert torch.all(torch.isclose(sums, torch.ones(520)) | (sums == 0))
+
+
+# ---------------------------------------------------------------- per_class_split
+
+
+def class_labels() -> torch.Tensor:
+    sizes = [60, 55, 70, 80]
+    y = torch.cat([torch.full((n,), c) for c, n in enumerate(sizes)])
+    return y[torch.randperm(y.numel(), generator=torch.Generator().manual_seed(1))]
+
+
+def test_per_class_split_sizes_and_disjoint():
+    y = class_labels()
+    train, val, test = pp.per_class_split(y, 4, train_per_class=5, val_per_class=7, seed=3)
+    assert torch.equal(torch.bincount(y[train], minlength=4), torch.full((4,), 5))
+    assert torch.equal(torch.bincount(y[val], minlength=4), torch.full((4,), 7))
+    assert not (train & val).any() and not (train & test).any() and not (val & test).any()
+    assert torch.all(train | val | test)
+    assert int(test.sum()) == y.numel() - 4 * 12
+
+
+def test_per_class_split_seeded_and_leaves_global_rng_alone():
+    y = class_labels()
+    state = torch.get_rng_state()
+    a = pp.per_class_split(y, 4, 5, 7, seed=0)
+    b = pp.per_class_split(y, 4, 5, 7, seed=0)
+    c = pp.per_class_split(y, 4, 5, 7, seed=1)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert all(torch.equal(m, n) for m, n in zip(a, b))
+    assert not torch.equal(a[0], c[0]) and not torch.equal(a[1], c[1])
+
+
+def test_per_class_split_small_class_is_error():
+    y = torch.tensor([0] * 20 + [1] * 11)
+    with pytest.raises(DataError, match=r"class 1 has 11 nodes.*= 12"):
+        pp.per_class_split(y, 2, train_per_class=5, val_per_class=7, seed=0)
+
+
+# ---------------------------------------------------------------- errors and atomic writes
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="planetoid mirror not available")
+def test_missing_planetoid_file_is_data_error(workdir):
+    copy_planetoid(workdir, "cora")
+    (workdir / "data/raw/cora/ind.cora.graph").unlink()
+    with pytest.raises(DataError, match=r"ind\.cora\.graph.*download stage"):
+        pp.main(["cora"])
+    assert not (workdir / "data/processed/cora").exists()
+
+
+def test_missing_npz_file_is_data_error(workdir):
+    with pytest.raises(DataError, match=r"ms_academic_phy\.npz.*download stage"):
+        pp.main(["physics"])
+
+
+def test_load_graph_missing_is_data_error(tmp_path):
+    with pytest.raises(DataError, match=r"graph\.pt.*preprocess"):
+        pp.load_graph("cora", root=tmp_path)
+
+
+def test_bad_argument_is_config_error(workdir):
+    with pytest.raises(ConfigError, match="allowed datasets"):
+        pp.main(["coraa"])
+    with pytest.raises(ConfigError, match="usage"):
+        pp.main([])
+
+
+def test_write_atomic_leaves_no_half_file(tmp_path):
+    target = tmp_path / "out" / "stats.json"
+    pp.write_atomic(target, lambda p: p.write_text("old"))
+
+    def crash(p: Path) -> None:
+        p.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pp.write_atomic(target, crash)
+    assert target.read_text() == "old"
+    assert [f.name for f in target.parent.iterdir()] == ["stats.json"]
+
+
+# ---------------------------------------------------------------- row normalisation
+
+
+def test_normalize_rows_toy():
+    dense = torch.tensor([[1.0, 1, 0], [0, 0, 0], [2, 0, 2]])
+    out = pp.normalize_rows(dense.to_sparse_coo())
+    expected = torch.tensor([[0.5, 0.5, 0], [0, 0, 0], [0.5, 0, 0.5]])
+    assert out.layout == torch.sparse_coo and out.is_coalesced()
+    assert torch.allclose(out.to_dense(), expected)
+    # Same as PyG's NormalizeFeatures wherever every nonzero row sums to at least 1.
+    assert torch.allclose(NormalizeFeatures()(Data(x=dense.clone())).x, expected)
+
+
+def test_normalize_rows_scales_small_rows_up():
+    """Rows summing below 1 (TF-IDF) are scaled up too, unlike NormalizeFeatures' clamp."""
+    out = pp.normalize_rows(torch.tensor([[0.1, 0.3, 0.0]]).to_sparse_coo())
+    assert torch.allclose(out.to_dense(), torch.tensor([[0.25, 0.75, 0.0]]))
