@@ -27,6 +27,9 @@ DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
 SPLITS = ("public", "per_class")
 DEVICES = ("auto", "cpu", "cuda")
+ENGINES = ("batched", "single")
+TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "device", "engine", "seed_chunk", "memory_budget_gb",
+                  "n_jobs", "hparams")
 
 # One rule per hyperparameter: (check, description of the allowed values).
 HPARAM_RULES: dict[str, tuple[Any, str]] = {
@@ -86,6 +89,10 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     if not path.exists():
         raise ConfigError(f"{path}: file not found (run from the project root)")
     params = yaml.safe_load(path.read_text()) or {}
+    known = {*TOP_LEVEL_KEYS, *HPARAM_RULES}
+    unknown = sorted(set(params) - known)
+    if unknown:  # a typo such as `betta: 0.9` would otherwise be ignored silently
+        raise ConfigError(f"{unknown[0]}: unknown key in {path}; allowed keys: {', '.join(sorted(known))}")
 
     for key in ("datasets", "methods"):
         if not isinstance(params.get(key), list) or not params[key]:
@@ -98,6 +105,13 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     if not (_is_int(runs) and runs >= 1):
         raise ConfigError(f"runs: got {runs!r}; allowed values: an integer >= 1")
     check_choice("device", params.get("device", "auto"), DEVICES)
+    check_choice("engine", params.get("engine", "batched"), ENGINES)
+    chunk = params.get("seed_chunk", "auto")
+    if not (chunk == "auto" or (_is_int(chunk) and chunk >= 1)):
+        raise ConfigError(f"seed_chunk: got {chunk!r}; allowed values: auto or an integer >= 1")
+    budget = params.get("memory_budget_gb", 6)
+    if not (_is_num(budget) and budget > 0):
+        raise ConfigError(f"memory_budget_gb: got {budget!r}; allowed values: a number > 0")
     n_jobs = params.get("n_jobs", -1)
     if not (_is_int(n_jobs) and n_jobs != 0):
         raise ConfigError(f"n_jobs: got {n_jobs!r}; allowed values: a non-zero integer (-1: all cores)")

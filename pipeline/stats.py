@@ -145,10 +145,11 @@ def main(argv: list[str]) -> None:
     params = config.load_params()
     paper = load_paper()
     metrics = collect(params, paper)
+    markdown = results_markdown(metrics, params, paper)  # checks every input before writing
     METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
     METRICS_FILE.write_text(json.dumps(metrics, indent=2) + "\n")
-    RESULTS_FILE.write_text(results_markdown(metrics, params, paper))
-    print(RESULTS_FILE.read_text())
+    RESULTS_FILE.write_text(markdown)
+    print(markdown)
 
 
 if __name__ == "__main__":

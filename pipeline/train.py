@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import time
 from pathlib import Path
 
@@ -25,13 +26,14 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from pipeline import config
+from pipeline.batched import BatchedCADNet, estimate_peak_bytes, masked_accuracy, masked_nll
 from pipeline.model import CADNet
 from pipeline.preprocess import load_graph, per_class_split, write_atomic
 
 RUNS_ROOT = Path("data/runs")
 PROCESSED_ROOT = Path("data/processed")
 # Code whose change makes stored seeds stale.
-SOURCE_FILES = [Path(__file__).with_name(n) for n in ("model.py", "train.py")]
+SOURCE_FILES = [Path(__file__).with_name(n) for n in ("model.py", "train.py", "batched.py", "preprocess.py")]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -138,7 +140,98 @@ def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "c
         "ms_per_epoch": 1000.0 * seconds / epoch,
         "gamma": best["gamma"],
         "history": history,
+        "engine": "single",
     }
+
+
+def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | str = "cpu") -> list[dict]:
+    """The batched engine (:mod:`pipeline.batched`): train ``seeds`` together, each exactly as
+    :func:`train_seed` would apart from the dropout random stream; return their records."""
+    device = torch.device(device)
+    S = len(seeds)
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(build_model(graph, hp))
+    net = BatchedCADNet(models, graph["x"]).to(device)
+    del models
+    splits = [split_masks(graph, hp, seed) for seed in seeds]
+    masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
+    edge_index, y = graph["edge_index"].to(device), graph["y"].to(device)
+    torch.manual_seed(seeds[0])  # the chunk's dropout stream
+    optimizer, scheduler = make_optimizer(net.parameters(), hp)
+
+    parts = ("train", "val", "test")
+    history = {f"{p}_{w}": [] for p in parts for w in ("loss", "acc")}  # per epoch: [S] tensors
+    active = torch.ones(S, dtype=torch.bool, device=device)
+    epochs_run = torch.zeros(S, dtype=torch.long)
+    best_val = torch.full((S,), math.inf, device=device)
+    best = {k: torch.zeros(S, device=device) for k in ("val_acc", "test_acc")}
+    best_epoch = torch.zeros(S, dtype=torch.long, device=device)
+    best_gamma = torch.zeros(graph["y"].size(0), S, device=device)
+
+    start = time.perf_counter()
+    epoch_bar = tqdm(range(1, hp["epochs"] + 1), desc=f"  seeds {seeds[0]}-{seeds[-1]}", unit="epoch", leave=False)
+    for epoch in epoch_bar:
+        net.train()
+        optimizer.zero_grad()
+        out = net(edge_index)
+        per_seed_loss = masked_nll(out.log_probs, y, masks[0]) + hp["lambda_ent"] * out.entropy.mean(0)
+        per_seed_loss.sum().backward()
+        stopped = (~active).nonzero().view(-1)
+        saved = net.seed_slices(stopped) if stopped.numel() else None
+        optimizer.step()
+        if saved is not None:
+            net.restore_seed_slices(stopped, saved)
+
+        net.eval()
+        with torch.no_grad():
+            out = net(edge_index)
+            for part, mask in zip(parts, masks):
+                history[f"{part}_loss"].append(masked_nll(out.log_probs, y, mask))
+                history[f"{part}_acc"].append(masked_accuracy(out.log_probs, y, mask))
+            val_loss = history["val_loss"][-1]
+            improved = active & (val_loss < best_val)
+            best_val = torch.where(improved, val_loss, best_val)
+            for key in ("val_acc", "test_acc"):
+                best[key] = torch.where(improved, history[key][-1], best[key])
+            best_epoch = torch.where(improved, torch.full_like(best_epoch, epoch), best_epoch)
+            best_gamma = torch.where(improved.view(1, -1), out.gamma, best_gamma)
+        epochs_run[active.cpu()] = epoch
+
+        val_history = torch.stack(history["val_loss"]).cpu()
+        for s in active.nonzero().view(-1).tolist():
+            if should_stop_early(val_history[:, s].tolist(), epoch, hp["epochs"], hp["early_stop_window"]):
+                active[s] = False
+        epoch_bar.set_postfix(active=int(active.sum()))
+        if not active.any():
+            break
+        if scheduler is not None:
+            scheduler.step()
+    epoch_bar.close()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    epochs_executed = epoch
+
+    stacked = {k: torch.stack(v).cpu() for k, v in history.items()}
+    records = []
+    for s, seed in enumerate(seeds):
+        n = int(epochs_run[s])
+        records.append({
+            "seed": seed,
+            "test_acc": float(best["test_acc"][s]),
+            "val_acc": float(best["val_acc"][s]),
+            "best_val_loss": float(best_val[s]),
+            "selected_epoch": int(best_epoch[s]),
+            "epochs_run": n,
+            # wall time of the chunk shared out: ms per seed-epoch
+            "ms_per_epoch": 1000.0 * seconds / epochs_executed / S,
+            "gamma": best_gamma[:, s].cpu().clone(),
+            "history": {k: v[:n, s].tolist() for k, v in stacked.items()},
+            "engine": f"batched (chunk of {S})",
+        })
+    return records
 
 
 # ---------------------------------------------------------------------------- bookkeeping
@@ -152,13 +245,13 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def run_fingerprint(dataset: str, method: str, hp: dict) -> str:
-    """What a stored seed must match to be reused: hyperparameters, graph file and code."""
+def run_fingerprint(dataset: str, method: str, hp: dict, engine: str) -> str:
+    """What a stored seed must match to be reused: hyperparameters, graph file, engine and code."""
     graph_file = PROCESSED_ROOT / dataset / "graph.pt"
     if not graph_file.exists():
         raise config.DataError(f"{graph_file}: not found; run `dvc repro preprocess@{dataset}` first")
     sources = [sha256_of(p) for p in SOURCE_FILES]
-    return config.fingerprint(dataset, method, hp, sha256_of(graph_file), sources)
+    return config.fingerprint(dataset, method, hp, engine, sha256_of(graph_file), sources)
 
 
 def seed_file(run_dir: Path, seed: int) -> Path:
@@ -173,7 +266,7 @@ def pending_seeds(run_dir: Path, runs: int, fingerprint: str) -> list[int]:
     """Remove stale or surplus seed files; return the seeds still to train."""
     run_dir.mkdir(parents=True, exist_ok=True)
     done = set()
-    for path in run_dir.glob("seed_*.pt"):
+    for path in run_dir.glob("seed_[0-9][0-9][0-9].pt"):
         seed = int(path.stem.split("_")[1])
         try:
             keep = seed < runs and load_seed(path).get("fingerprint") == fingerprint
@@ -199,6 +292,29 @@ def _train_seed_in_worker(dataset: str, hp: dict, seed: int) -> dict:
     return train_seed(_graph_in_worker(dataset), hp, seed, "cpu")
 
 
+def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
+    """Seeds per batched chunk: ``seed_chunk``, or with ``auto`` the largest count whose
+    estimated peak memory fits ``memory_budget_gb``, evened out over the chunks needed."""
+    if params.get("seed_chunk", "auto") != "auto":
+        return min(params["seed_chunk"], runs)
+    budget = params.get("memory_budget_gb", 6) * 2**30
+    sizes = dict(
+        nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1), features=graph["x"].size(1),
+        feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hp["hidden"], K=hp["K"],
+    )
+    fits = max([s for s in range(1, runs + 1) if estimate_peak_bytes(**sizes, seeds=s) <= budget], default=1)
+    chunks = -(-runs // fits)
+    return -(-runs // chunks)
+
+
+def batched_chunks(pending: list[int], size: int, runs: int) -> list[list[int]]:
+    """The chunks to train: fixed blocks of seeds ``[k*size, (k+1)*size)``, each trained whole
+    when any of its seeds is pending, so a resumed run repeats exactly what a full run does
+    (a seed's dropout stream depends on its chunk); only the pending seeds' files are written."""
+    blocks = sorted({seed // size for seed in pending})
+    return [list(range(k * size, min((k + 1) * size, runs))) for k in blocks]
+
+
 def train_seeds(dataset: str, hp: dict, seeds: list[int], device: torch.device, n_jobs: int):
     """Yield seed records as they finish: joblib processes on CPU, one after another on CUDA."""
     if device.type == "cuda" or n_jobs == 1 or len(seeds) == 1:
@@ -218,13 +334,25 @@ def main(argv: list[str]) -> None:
     hp = config.hparams_for(params, dataset, method)
     device = resolve_device(params.get("device", "auto"))
 
-    fingerprint = run_fingerprint(dataset, method, hp)
+    runs, engine = params["runs"], params.get("engine", "batched")
+    if engine == "batched":
+        graph = load_graph(dataset, root=PROCESSED_ROOT)
+        size = chunk_size(graph, hp, params, runs)
+        fingerprint = run_fingerprint(dataset, method, hp, f"batched, chunks of {size}")
+    else:
+        fingerprint = run_fingerprint(dataset, method, hp, "single")
     run_dir = RUNS_ROOT / dataset / method
-    seeds = pending_seeds(run_dir, params["runs"], fingerprint)
-    reused = params["runs"] - len(seeds)
-    desc = f"train {dataset}/{method} on {device.type}" + (f" ({reused} seeds reused)" if reused else "")
+    seeds = pending_seeds(run_dir, runs, fingerprint)
+    if engine == "batched":
+        pending = set(seeds)
+        records = (record for chunk in batched_chunks(seeds, size, runs)
+                   for record in train_chunk(graph, hp, chunk, device) if record["seed"] in pending)
+    else:
+        records = train_seeds(dataset, hp, seeds, device, params.get("n_jobs", -1))
+    reused = runs - len(seeds)
+    desc = f"train {dataset}/{method} ({engine}, {device.type})" + (f", {reused} seeds reused" if reused else "")
     with tqdm(total=len(seeds), desc=desc, unit="seed") as bar:
-        for record in train_seeds(dataset, hp, seeds, device, params.get("n_jobs", -1)):
+        for record in records:
             record["fingerprint"] = fingerprint
             write_atomic(seed_file(run_dir, record["seed"]), lambda p: torch.save(record, p))
             bar.set_postfix(last_acc=f"{100 * record['test_acc']:.1f}")

@@ -1,0 +1,199 @@
+r"""Batched engine: S seeds of CAD-Net as one model (its training loop is
+:func:`pipeline.train.train_chunk`).
+
+Why: one seed of CAD-Net is a few small sparse products and scatters per epoch, so run one
+at a time most of the time goes to per-operation overhead. Here the S seeds' parameters are
+stacked (``W1: F x S x H``, ``W2: S x H x C``), every operation runs once for all of them,
+and the diffusion runs once over the shared edge list with node tensors ``[N, S, C]`` (the
+functions of :mod:`pipeline.model` accept that shape as they are).
+
+What stays per seed, exactly as in the single-seed path (:func:`pipeline.train.train_seed`,
+the readable reference):
+- initial weights: seed s starts from the weights ``CADNet`` gets after
+  ``torch.manual_seed(s)``;
+- the loss: the sum over seeds of each seed's loss, so seed s's gradient is its own;
+- Adam(amsgrad) and weight decay act element-wise, so one optimiser over the stacked tensors
+  updates each seed as its own optimiser would; the lr schedule depends on the epoch only;
+- dropout masks (independent per seed; sparse features keep their sparsity: dropout acts on
+  stored values), splits (a new per-class split per seed where the table says so),
+  best-validation-loss model selection and early stopping: a stopped seed is frozen (its
+  parameters restored after each optimiser step) while the others go on.
+
+Dropout masks come from one random stream for the whole chunk, so with dropout on a seed's
+result depends on which seeds share its chunk; its initial weights and split do not.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pipeline.model import CADNet, CADNetOutput, ClassAttentiveDiffusion, adacad
+
+BYTES_PER_FLOAT = 4
+
+
+class StackedSparseFeatures:
+    """The sparse feature matrix X laid out so one ``embedding_bag`` call computes
+    ``X_s @ W1_s`` for every seed s at once, each seed with its own dropout mask.
+
+    Bag (n, s) -- row ``n * S + s`` of the result -- sums rows ``k * S + s`` of ``W1`` viewed
+    as ``[F * S, H]`` over the stored entries (n, k) of X, weighted by ``x_nk`` (times the
+    seed's dropout mask). The same slots sorted by ``W1`` row give the transposed layout
+    that the backward pass needs (see :class:`_StackedSparseProduct`).
+    """
+
+    def __init__(self, x: Tensor, num_seeds: int):
+        x = x.coalesce()
+        rows, cols = x.indices()
+        n, S = x.size(0), num_seeds
+        per_row = torch.bincount(rows, minlength=n)
+        bag_sizes = per_row.repeat_interleave(S)  # bags ordered (n, s)
+        self.offsets = torch.cumsum(bag_sizes, 0) - bag_sizes
+        entry_of = _row_entries(per_row, S)  # for each slot: which stored entry of X
+        seed_of = torch.arange(S, device=x.device).repeat(n).repeat_interleave(bag_sizes)
+        self.index = cols[entry_of] * S + seed_of
+        self.values = x.values()[entry_of]
+        # transposed layout: bags are rows of W1, each listing the output rows it feeds
+        self.t_order = torch.argsort(self.index, stable=True)
+        self.t_index = torch.arange(n * S, device=x.device).repeat_interleave(bag_sizes)[self.t_order]
+        t_sizes = torch.bincount(self.index, minlength=x.size(1) * S)
+        self.t_offsets = torch.cumsum(t_sizes, 0) - t_sizes
+        self.num_rows = n
+        self.num_seeds = S
+
+    def to(self, device) -> "StackedSparseFeatures":
+        for name in ("offsets", "index", "values", "t_order", "t_index", "t_offsets"):
+            setattr(self, name, getattr(self, name).to(device))
+        return self
+
+    def matmul(self, weight: Tensor, p_drop: float, training: bool) -> Tensor:
+        """``[N, S, H]``: for each seed, dropout(X) @ W1[:, s, :] (``weight`` is ``[F, S, H]``)."""
+        values = self.values
+        if training and p_drop > 0:
+            values = F.dropout(values, p_drop, True)
+        table = weight.reshape(-1, weight.size(-1))
+        out = _StackedSparseProduct.apply(table, self, values)
+        return out.view(self.num_rows, self.num_seeds, -1)
+
+
+class _StackedSparseProduct(torch.autograd.Function):
+    """``embedding_bag`` forward, and for the weight gradient a second ``embedding_bag`` over
+    the transposed layout. Written by hand because autograd's own backward of
+    ``embedding_bag`` sorts all S * nnz indices every step, though they never change."""
+
+    @staticmethod
+    def forward(ctx, table: Tensor, layout: StackedSparseFeatures, values: Tensor) -> Tensor:
+        ctx.layout = layout
+        ctx.save_for_backward(values)
+        return F.embedding_bag(layout.index, table, layout.offsets, mode="sum", per_sample_weights=values)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (values,) = ctx.saved_tensors
+        layout = ctx.layout
+        grad_table = F.embedding_bag(layout.t_index, grad_out.contiguous(), layout.t_offsets, mode="sum",
+                                     per_sample_weights=values[layout.t_order])
+        return grad_table, None, None
+
+
+def _row_entries(per_row: Tensor, S: int) -> Tensor:
+    """For bags ordered (n, s), the stored-entry number of each slot: row n's entries
+    ``start_n .. start_n + count_n - 1``, repeated S times."""
+    starts = torch.cumsum(per_row, 0) - per_row
+    bag_sizes = per_row.repeat_interleave(S)
+    bag_starts = starts.repeat_interleave(S)
+    slot_bag_start = torch.cumsum(bag_sizes, 0) - bag_sizes
+    position = torch.arange(int(bag_sizes.sum()), device=per_row.device)
+    position = position - slot_bag_start.repeat_interleave(bag_sizes)
+    return bag_starts.repeat_interleave(bag_sizes) + position
+
+
+class BatchedCADNet(torch.nn.Module):
+    """S copies of :class:`pipeline.model.CADNet` with stacked parameters.
+
+    Built from S single-seed models, so each seed starts from the single-seed path's weights.
+    The forward pass returns :class:`CADNetOutput` with shapes ``[N, S, C]``, ``[N, S]``,
+    ``[N, S]``.
+    """
+
+    # which axis of each parameter is the seed axis (for freezing stopped seeds)
+    SEED_AXIS = {"w1": 1, "b1": 0, "w2": 0, "b2": 0}
+
+    def __init__(self, models: list[CADNet], x: Tensor):
+        super().__init__()
+        first = models[0]
+        self.w1 = torch.nn.Parameter(torch.stack([m.embed1.weight.detach().t() for m in models], dim=1))
+        self.b1 = torch.nn.Parameter(torch.stack([m.embed1.bias.detach() for m in models]))
+        self.w2 = torch.nn.Parameter(torch.stack([m.embed2.weight.detach().t() for m in models]))
+        self.b2 = torch.nn.Parameter(torch.stack([m.embed2.bias.detach() for m in models]))
+        self.diffusion = ClassAttentiveDiffusion(first.diffusion.K, first.diffusion.direction)
+        self.leak_slope = first.leak_slope
+        self.p_drop = first.p_drop
+        self.dropout_sites = first.dropout_sites
+        self.beta = first.beta
+        self.features = StackedSparseFeatures(x, len(models))
+        self.dense_x = x.coalesce()
+
+    def to(self, device):  # the feature layout is plain tensors, not buffers
+        super().to(device)
+        self.features.to(device)
+        self.dense_x = self.dense_x.to(device)
+        return self
+
+    def _dropout(self, x: Tensor, site: str) -> Tensor:
+        return F.dropout(x, self.p_drop, self.training) if site in self.dropout_sites else x
+
+    def _first_layer(self) -> Tensor:
+        if self.training and "input" in self.dropout_sites and self.p_drop > 0:
+            return self.features.matmul(self.w1, self.p_drop, training=True)
+        # no input dropout: all seeds share X, so one product with the seeds side by side
+        F_in, S, H = self.w1.shape
+        return torch.sparse.mm(self.dense_x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
+
+    def forward(self, edge_index: Tensor) -> CADNetOutput:
+        hidden = F.leaky_relu(self._first_layer() + self.b1, self.leak_slope)
+        hidden = self._dropout(hidden, "hidden")
+        logits = torch.einsum("nsh,shc->nsc", hidden, self.w2) + self.b2
+        self_term = self._dropout(logits, "logits")
+        z, node_entropy, gamma = adacad(logits, self_term, edge_index, self.diffusion, self.beta)
+        return CADNetOutput(F.log_softmax(z, dim=-1), node_entropy, gamma)
+
+    def seed_slices(self, seeds: Tensor) -> list[Tensor]:
+        """Copies of the given seeds' parameters (to restore frozen seeds after a step)."""
+        return [getattr(self, n).detach().index_select(a, seeds).clone() for n, a in self.SEED_AXIS.items()]
+
+    def restore_seed_slices(self, seeds: Tensor, saved: list[Tensor]) -> None:
+        with torch.no_grad():
+            for (name, axis), values in zip(self.SEED_AXIS.items(), saved):
+                getattr(self, name).index_copy_(axis, seeds, values)
+
+
+def masked_nll(log_probs: Tensor, y: Tensor, mask: Tensor) -> Tensor:
+    """Per-seed mean NLL over each seed's own node set: ``[N, S, C]``, ``[N]``, ``[N, S]`` -> ``[S]``."""
+    picked = log_probs.gather(-1, y.view(-1, 1, 1).expand(-1, log_probs.size(1), 1)).squeeze(-1)
+    return -(picked * mask).sum(0) / mask.sum(0)
+
+
+def masked_accuracy(log_probs: Tensor, y: Tensor, mask: Tensor) -> Tensor:
+    correct = (log_probs.argmax(-1) == y.view(-1, 1)) & mask
+    return correct.sum(0) / mask.sum(0)
+
+
+def estimate_peak_bytes(nodes: int, directed_edges: int, features: int, feature_nnz: int,
+                        classes: int, hidden: int, K: int, seeds: int) -> int:
+    """Rough peak memory of one training step of a chunk of ``seeds`` seeds.
+
+    Counted (float32, int64 indices): the stacked parameters with their gradient and three
+    Adam(amsgrad) states; the stacked feature layout (index, value, dropped value per slot);
+    the first layer's output and what autograd keeps of the MLP (hidden activations and
+    masks); and the diffusion, whose K steps each keep the gathered messages ``[E, S, C]``
+    for the backward pass, plus the transition and similarity per edge and seed.
+    """
+    S = seeds
+    params = (features * hidden + hidden + hidden * classes + classes) * S
+    optimizer = 5 * params  # weights, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
+    feature_layout = feature_nnz * S * (8 + 2 * BYTES_PER_FLOAT) // BYTES_PER_FLOAT
+    mlp = nodes * S * (4 * hidden + 6 * classes)
+    diffusion = directed_edges * S * (K * classes + 2 * classes + 4) + nodes * S * classes * (K + 4)
+    return BYTES_PER_FLOAT * (optimizer + feature_layout + mlp + diffusion)

@@ -1,0 +1,257 @@
+"""Benchmark: ``python -m pipeline.bench [--epochs N] [--datasets ...] [--out reports/bench.md]``.
+
+Not a test and not a DVC stage: it prints figures measured in one run on the current device
+(CUDA when present) and writes them to ``reports/bench.md``:
+(a) the single-seed path (:func:`pipeline.train.train_seed`, one seed at a time),
+(b) the batched engine (:func:`pipeline.train.train_chunk`, a chunk of seeds at once),
+(c) PyG's APPNP (K=10, alpha=0.1, hidden 64) trained one seed at a time with the same loop,
+as ms per seed-epoch (a training step plus the eval-mode pass), the wall time they imply for
+100 seeds at the paper's epochs (no early stopping), and the ratios b/a and b/c.
+
+Cora and CiteSeer are the real graphs (``data/processed``, from ``dvc repro``); the other five
+are random graphs with their node, edge, feature and class counts (SPEC.md) and an assumed
+number of stored features per node, so their scale is measured without their files.
+Also: peak memory of a 100-seed batch (measured for Cora and CiteSeer, estimated for all) and a
+profile of one batched epoch on Cora.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import resource
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import APPNP
+
+from pipeline import config
+from pipeline.batched import estimate_peak_bytes
+from pipeline.preprocess import load_graph, per_class_split
+from pipeline.stats import load_paper
+from pipeline.train import chunk_size, make_optimizer, resolve_device, train_chunk, train_seed
+
+REAL = ("cora", "citeseer")
+# Stored feature entries per node assumed for the synthetic stand-ins (their files are not here).
+ASSUMED_NNZ_PER_NODE = {"pubmed": 50, "computers": 260, "photo": 260, "cs": 50, "physics": 50}
+RUNS = 100
+
+
+def synthetic_graph(dataset: str, hp: dict, seed: int = 0) -> dict:
+    """A random graph with the dataset's sizes: symmetric edges, row-normalised sparse features."""
+    nodes, edges, features, classes = load_paper()["datasets"][dataset]
+    g = torch.Generator().manual_seed(seed)
+    pairs = torch.randint(0, nodes, (2, int(edges * 1.02)), generator=g)
+    pairs = pairs[:, pairs[0] < pairs[1]]
+    pairs = torch.unique(pairs, dim=1)[:, :edges]
+    edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
+    if hp["self_loops"]:
+        edge_index = torch.cat([edge_index, torch.arange(nodes).repeat(2, 1)], dim=1)
+    nnz = min(ASSUMED_NNZ_PER_NODE[dataset], features)
+    cols = torch.randint(0, features, (nodes * nnz,), generator=g)
+    rows = torch.arange(nodes).repeat_interleave(nnz)
+    x = torch.sparse_coo_tensor(torch.stack([rows, cols]), torch.full((nodes * nnz,), 1.0 / nnz),
+                                (nodes, features)).coalesce()
+    y = torch.randint(0, classes, (nodes,), generator=g)
+    y[: classes * 60] = torch.arange(classes).repeat(60)  # every class large enough to split
+    return {"x": x, "edge_index": edge_index, "y": y, "num_classes": classes,
+            "train_mask": None, "val_mask": None, "test_mask": None}
+
+
+def bench_graph(dataset: str, hp: dict) -> dict:
+    if dataset in REAL:
+        return load_graph(dataset)
+    return synthetic_graph(dataset, hp)
+
+
+class APPNPNet(torch.nn.Module):
+    """The common baseline: 2-layer MLP, then K=10 steps of personalised-PageRank propagation."""
+
+    def __init__(self, in_features: int, hidden: int, classes: int, p_drop: float = 0.5):
+        super().__init__()
+        self.lin1, self.lin2 = torch.nn.Linear(in_features, hidden), torch.nn.Linear(hidden, classes)
+        self.prop = APPNP(K=10, alpha=0.1)
+        self.p_drop = p_drop
+
+    def forward(self, x, edge_index):
+        x = torch.sparse.mm(x, self.lin1.weight.t()) + self.lin1.bias
+        x = F.dropout(F.relu(x), self.p_drop, self.training)
+        return F.log_softmax(self.prop(self.lin2(x), edge_index), dim=-1)
+
+
+def time_appnp(graph: dict, hp: dict, epochs: int, device: torch.device) -> float:
+    """ms per epoch of APPNP, one seed, same loop shape as train_seed (step + eval pass)."""
+    torch.manual_seed(0)
+    x, edge_index, y = (graph[k].to(device) for k in ("x", "edge_index", "y"))
+    train_mask = per_class_split(graph["y"], graph["num_classes"], 20, 30, 0)[0].to(device)
+    model = APPNPNet(x.size(1), 64, graph["num_classes"]).to(device)
+    optimizer, _ = make_optimizer(model.parameters(), hp)
+    times = []
+    for _ in range(epochs + 1):  # the first epoch warms up and is not counted
+        start = time.perf_counter()
+        model.train()
+        optimizer.zero_grad()
+        F.nll_loss(model(x, edge_index)[train_mask], y[train_mask]).backward()
+        optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            model(x, edge_index)
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[1:])
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(dataset: str, params: dict, epochs: int, device: torch.device) -> dict:
+    hp = dict(config.hparams_for(params, dataset), early_stop_window=0)
+    paper_epochs = hp["epochs"]
+    graph = bench_graph(dataset, hp)
+    hp_short = dict(hp, epochs=epochs)
+    train_seed(graph, dict(hp_short, epochs=1), 0, device)  # warm-up
+    single = statistics.median(train_seed(graph, hp_short, s, device)["ms_per_epoch"] for s in range(2))
+    S = chunk_size(graph, hp, params, RUNS)
+    batched = train_chunk(graph, hp_short, list(range(S)), device)[0]["ms_per_epoch"]
+    appnp = time_appnp(graph, hp, epochs, device)
+    chunks = math.ceil(RUNS / S)
+    sizes = sizes_of(graph, hp)
+    return {
+        "dataset": dataset + ("" if dataset in REAL else " (synthetic)"),
+        "single_ms": single, "batched_ms": batched, "appnp_ms": appnp, "chunk": S,
+        "single_100_s": single * paper_epochs * RUNS / 1000,
+        "batched_100_s": batched * S * paper_epochs * chunks / 1000,
+        "appnp_100_s": appnp * paper_epochs * RUNS / 1000,
+        "epochs": paper_epochs,
+        "estimate_100_gb": estimate_peak_bytes(**sizes, seeds=RUNS) / 2**30,
+        "estimate_chunk_gb": estimate_peak_bytes(**sizes, seeds=S) / 2**30,
+    }
+
+
+def sizes_of(graph: dict, hp: dict) -> dict:
+    return dict(nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1),
+                features=graph["x"].size(1), feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"],
+                hidden=hp["hidden"], K=hp["K"])
+
+
+def _peak_rss_of_batch(dataset: str, seeds: int) -> tuple[float, float]:
+    """In a fresh process: RSS after loading, and peak RSS over 2 epochs of a batch (GiB)."""
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    params = config.load_params()
+    hp = dict(config.hparams_for(params, dataset), epochs=2, early_stop_window=0)
+    graph = load_graph(dataset)
+    base = _rss_gib()
+    train_chunk(graph, hp, list(range(seeds)), "cpu")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    return base, peak
+
+
+def _rss_gib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+def measured_peak_gb(dataset: str, device: torch.device) -> float:
+    """Extra memory a 100-seed batch takes over the loaded graph: RSS on CPU, allocator peak on CUDA."""
+    if device.type == "cuda":
+        params = config.load_params()
+        hp = dict(config.hparams_for(params, dataset), epochs=2, early_stop_window=0)
+        graph = load_graph(dataset)
+        torch.cuda.reset_peak_memory_stats()
+        train_chunk(graph, hp, list(range(RUNS)), device)
+        return torch.cuda.max_memory_allocated() / 2**30
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        base, peak = pool.submit(_peak_rss_of_batch, dataset, RUNS).result()
+    return peak - base
+
+
+def profile_epoch(params: dict, device: torch.device, rows: int = 12) -> str:
+    from torch.profiler import ProfilerActivity, profile
+
+    hp = dict(config.hparams_for(params, "cora"), epochs=1, early_stop_window=0)
+    graph = load_graph("cora")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    train_chunk(graph, hp, list(range(RUNS)), device)  # warm-up
+    with profile(activities=activities) as prof:
+        train_chunk(graph, hp, list(range(RUNS)), device)
+    key = "cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows)
+
+
+def machine(device: torch.device) -> str:
+    cpu = platform.processor() or "unknown CPU"
+    if Path("/proc/cpuinfo").exists():
+        names = [l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")]
+        cpu = names[0] if names else cpu
+    text = f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    if device.type == "cuda":
+        text += f", GPU: {torch.cuda.get_device_name(device)}"
+    return text
+
+
+def report(rows: list[dict], memory: dict, profile_text: str, device: torch.device, epochs: int) -> str:
+    lines = [
+        f"## {device.type.upper()}: {machine(device)}",
+        "",
+        f"Generated by `python -m pipeline.bench` on {time.strftime('%Y-%m-%d')}. ms per seed-epoch = one training",
+        f"step plus the eval-mode pass, median over {epochs} epochs after a warm-up; batched = the",
+        "chunk's epoch time divided by its seeds. Wall times for 100 seeds are implied by those",
+        "figures at the paper's epochs without early stopping (early stopping only shortens them).",
+        "",
+        "| dataset | (a) single ms | (b) batched ms | (c) APPNP ms | b/a | b/c | chunk | (a) 100 seeds | (b) 100 seeds | (c) 100 seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['dataset']} | {r['single_ms']:.2f} | {r['batched_ms']:.2f} | {r['appnp_ms']:.2f} | "
+            f"{r['batched_ms'] / r['single_ms']:.3f} | {r['batched_ms'] / r['appnp_ms']:.3f} | {r['chunk']} | "
+            f"{r['single_100_s']:.0f} s | {r['batched_100_s']:.0f} s | {r['appnp_100_s']:.0f} s |"
+        )
+    lines += ["", "Peak memory of a 100-seed batch (training step, float32):", "",
+              "| dataset | estimated, 100 seeds | measured, 100 seeds | auto chunk (budget) | estimated, that chunk |",
+              "|---|---|---|---|---|"]
+    for r in rows:
+        name = r["dataset"].split()[0]
+        measured = f"{memory[name]:.2f} GiB" if name in memory else "-"
+        lines.append(f"| {r['dataset']} | {r['estimate_100_gb']:.2f} GiB | {measured} | {r['chunk']} | {r['estimate_chunk_gb']:.2f} GiB |")
+    lines += ["", "Profile of one batched epoch on Cora (100 seeds, training step + eval pass):", "",
+              "```", profile_text, "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=5, help="timed epochs per measurement")
+    parser.add_argument("--datasets", nargs="+", default=list(config.DATASETS))
+    parser.add_argument("--out", type=Path, default=Path("reports/bench.md"))
+    args = parser.parse_args(argv)
+    for name in args.datasets:
+        config.check_choice("datasets", name, config.DATASETS)
+    params = config.load_params()
+    device = resolve_device(params.get("device", "auto"))
+
+    rows = []
+    for dataset in args.datasets:
+        rows.append(measure(dataset, params, args.epochs, device))
+        r = rows[-1]
+        print(f"{r['dataset']}: single {r['single_ms']:.2f} ms, batched {r['batched_ms']:.2f} ms/seed-epoch "
+              f"(chunk {r['chunk']}), APPNP {r['appnp_ms']:.2f} ms; b/a {r['batched_ms'] / r['single_ms']:.3f}, "
+              f"b/c {r['batched_ms'] / r['appnp_ms']:.3f}", flush=True)
+    memory = {d: measured_peak_gb(d, device) for d in REAL if d in args.datasets}
+    profile_text = profile_epoch(params, device) if "cora" in args.datasets else "(cora not benchmarked)"
+    text = report(rows, memory, profile_text, device, args.epochs)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    config.run_main(main)

@@ -1,0 +1,101 @@
+"""Shared fixtures for the stage tests: a scratch project root, params.yaml edits, fake seeds.
+
+Every fixture works inside pytest's tmp_path (and chdirs there), so nothing is written into
+the repository.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+REAL_PARAMS = PROJECT_ROOT / "params.yaml"
+REAL_MIRROR = PROJECT_ROOT.parent / "shared" / "datasets"
+
+# Test accuracies of the fake seeds 0, 1, 2. In percent: 81.2, 84.5, 85.1, so
+# mean = 250.8 / 3 = 83.6 and the sample std (ddof=1) = sqrt((2.4² + 0.9² + 1.5²) / 2) = 2.1.
+FAKE_ACCS = (0.812, 0.845, 0.851)
+FAKE_MEAN = 83.6
+FAKE_STD = 2.1
+FAKE_NODES = 20
+
+
+def read_params(root: Path) -> dict:
+    return yaml.safe_load((root / "params.yaml").read_text())
+
+
+def write_params(root: Path, params: dict) -> None:
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def update_params(root: Path, **top_level: object) -> dict:
+    """Replace top-level keys of root/params.yaml; return the new params."""
+    params = read_params(root)
+    params.update(top_level)
+    write_params(root, params)
+    return params
+
+
+def fake_record(seed: int, test_acc: float, *, epochs_run: int | None = None, nodes: int = FAKE_NODES,
+                fingerprint: str = "fake") -> dict:
+    """A seed record shaped like pipeline.train.train_seed's return value plus "fingerprint"."""
+    epochs_run = epochs_run if epochs_run is not None else 5 + seed
+    history = {}
+    for i, part in enumerate(("train", "val", "test")):
+        history[f"{part}_loss"] = [2.0 - 0.1 * e + 0.01 * i + 0.001 * seed for e in range(epochs_run)]
+        history[f"{part}_acc"] = [min(1.0, 0.3 + 0.1 * e) for e in range(epochs_run)]
+    # gamma in [0.8, 1]: a different spread per seed so the pooled histogram is not one bar
+    gamma = 0.8 + 0.2 * torch.linspace(0.0, 1.0, nodes) ** (seed + 1)
+    return {
+        "seed": seed,
+        "test_acc": test_acc,
+        "val_acc": test_acc - 0.01,
+        "best_val_loss": 0.5 + 0.01 * seed,
+        "selected_epoch": epochs_run - 1,
+        "epochs_run": epochs_run,
+        "ms_per_epoch": 10.0 + seed,
+        "gamma": gamma,
+        "history": history,
+        "fingerprint": fingerprint,
+    }
+
+
+def write_fake_seeds(root: Path, dataset: str = "cora", method: str = "cadnet",
+                     accs: tuple[float, ...] = FAKE_ACCS) -> list[dict]:
+    run_dir = root / "data" / "runs" / dataset / method
+    run_dir.mkdir(parents=True, exist_ok=True)
+    records = [fake_record(seed, acc) for seed, acc in enumerate(accs)]
+    for record in records:
+        torch.save(record, run_dir / f"seed_{record['seed']:03d}.pt")
+    return records
+
+
+def write_data_stats(root: Path, dataset: str = "cora", values: list[int] | None = None) -> None:
+    """reports/data/<dataset>.json as the preprocess stage writes it (SPEC's numbers by default)."""
+    spec = {"cora": [2708, 5278, 1433, 7], "citeseer": [3327, 4552, 3703, 6]}
+    nodes, edges, features, classes = values or spec[dataset]
+    folder = root / "reports" / "data"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{dataset}.json").write_text(json.dumps(
+        {"nodes": nodes, "undirected_edges": edges, "features": features, "classes": classes}))
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch project root holding a copy of the real params.yaml; the cwd for the test."""
+    shutil.copy(REAL_PARAMS, tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def cora_workdir(workdir: Path) -> Path:
+    """workdir with params datasets [cora], methods [cadnet], runs 3 and three fake seeds."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3)
+    write_fake_seeds(workdir)
+    return workdir

@@ -1,0 +1,380 @@
+"""Tests for pipeline/config.py: params.yaml checks, hparams resolution, the shipped table.
+
+Bad input must give a ConfigError whose message is one line, names the key at fault and the
+values it may take, and is raised before any stage does work.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import PROJECT_ROOT, REAL_PARAMS, read_params, write_params
+from pipeline import config
+from pipeline.config import ConfigError
+
+SPEC = PROJECT_ROOT.parent / "shared" / "SPEC.md"
+BASE = yaml.safe_load(REAL_PARAMS.read_text())
+
+
+def assert_one_line(err: ConfigError, *fragments: str) -> str:
+    """The message is a single line and contains every fragment."""
+    message = str(err)
+    assert "\n" not in message and "\r" not in message, message
+    assert message.strip(), "empty message"
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    return message
+
+
+def params_with(**changes) -> dict:
+    params = copy.deepcopy(BASE)
+    params.update(changes)
+    return params
+
+
+def load(workdir: Path, params: dict) -> dict:
+    write_params(workdir, params)
+    return config.load_params()
+
+
+# ------------------------------------------------------------------- load_params: bad input
+
+ALL_DATASETS = list(config.DATASETS)
+RANGE_MSGS = {"beta": "[0, 1]", "K": "integer >= 1", "epochs": "integer >= 1", "lr": "> 0"}
+
+BAD_TOP_LEVEL = [
+    # (id, changes, key named in the message, fragments of the allowed values)
+    ("unknown-dataset", {"datasets": ["cora", "coraa"]}, "datasets", ALL_DATASETS),
+    ("unknown-method", {"methods": ["cadnet", "gcn"]}, "methods", ["cadnet", "cadnet_pull"]),
+    ("beta-1.5", {"beta": 1.5}, "beta", ["[0, 1]"]),
+    ("beta-neg", {"beta": -0.1}, "beta", ["[0, 1]"]),
+    ("K-0", {"K": 0}, "K", ["an integer >= 1"]),
+    ("K-2.5", {"K": 2.5}, "K", ["an integer >= 1"]),
+    ("K-bool", {"K": True}, "K", ["an integer >= 1"]),
+    ("epochs-0", {"epochs": 0}, "epochs", ["an integer >= 1"]),
+    ("epochs-neg", {"epochs": -1}, "epochs", ["an integer >= 1"]),
+    ("lr-0", {"lr": 0}, "lr", ["a number > 0"]),
+    ("lr-neg", {"lr": -0.01}, "lr", ["a number > 0"]),
+    ("dropout-site", {"dropout_sites": ["input", "output"]}, "dropout_sites", ["input", "hidden", "logits"]),
+    ("direction", {"direction": "sideways"}, "direction", ["push", "pull"]),
+    ("split", {"split": "random"}, "split", ["public", "per_class"]),
+    ("p_drop-1", {"p_drop": 1.0}, "p_drop", ["[0, 1)"]),
+    ("runs-0", {"runs": 0}, "runs", ["an integer >= 1"]),
+    ("runs-str", {"runs": "100"}, "runs", ["an integer >= 1"]),
+    ("device", {"device": "tpu"}, "device", ["auto", "cpu", "cuda"]),
+    ("n_jobs-0", {"n_jobs": 0}, "n_jobs", ["non-zero integer"]),
+]
+# keys of the training engine, when this version of config.py knows them
+if hasattr(config, "ENGINES"):
+    BAD_TOP_LEVEL += [
+        ("engine", {"engine": "fast"}, "engine", list(config.ENGINES)),
+        ("seed_chunk-0", {"seed_chunk": 0}, "seed_chunk", ["auto", "an integer >= 1"]),
+        ("seed_chunk-str", {"seed_chunk": "many"}, "seed_chunk", ["auto", "an integer >= 1"]),
+        ("memory_budget_gb-0", {"memory_budget_gb": 0}, "memory_budget_gb", ["a number > 0"]),
+    ]
+
+
+@pytest.mark.parametrize("changes, key, allowed", [c[1:] for c in BAD_TOP_LEVEL],
+                         ids=[c[0] for c in BAD_TOP_LEVEL])
+def test_load_params_rejects_bad_top_level_value(workdir, changes, key, allowed):
+    with pytest.raises(ConfigError) as info:
+        load(workdir, params_with(**changes))
+    message = assert_one_line(info.value, *allowed)
+    assert message.startswith(f"{key}:"), message
+    # the bad value itself is shown
+    bad = changes[key]
+    shown = bad[-1] if isinstance(bad, list) and key in ("datasets", "methods") else bad
+    assert repr(shown) in message or str(shown) in message, message
+
+
+def test_empty_dataset_selection_is_rejected(workdir):
+    with pytest.raises(ConfigError) as info:
+        load(workdir, params_with(datasets=[]))
+    assert_one_line(info.value, "datasets")
+
+
+def test_missing_params_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, "params.yaml", "not found")
+
+
+def test_unknown_dataset_row_in_hparams_table(workdir):
+    params = params_with()
+    params["hparams"]["coraa"] = copy.deepcopy(params["hparams"]["cora"])
+    with pytest.raises(ConfigError) as info:
+        load(workdir, params)
+    assert_one_line(info.value, "hparams", "coraa", *ALL_DATASETS)
+
+
+# ------------------------------------------------------------ hparams_for: per-dataset rows
+
+BAD_ROW = [
+    ("beta-1.5", "beta", 1.5, "[0, 1]"),
+    ("beta-neg", "beta", -0.1, "[0, 1]"),
+    ("K-0", "K", 0, "an integer >= 1"),
+    ("K-2.5", "K", 2.5, "an integer >= 1"),
+    ("epochs-0", "epochs", 0, "an integer >= 1"),
+    ("epochs-neg", "epochs", -1, "an integer >= 1"),
+    ("lr-0", "lr", 0, "a number > 0"),
+    ("lr-neg", "lr", -0.01, "a number > 0"),
+    ("dropout-site", "dropout_sites", ["input", "output"], "logits"),
+    ("direction", "direction", "sideways", "pull"),
+    ("self_loops-str", "self_loops", "yes", "true or false"),
+]
+
+
+@pytest.mark.parametrize("key, value, allowed", [c[1:] for c in BAD_ROW], ids=[c[0] for c in BAD_ROW])
+def test_hparams_for_rejects_bad_dataset_value(workdir, key, value, allowed):
+    params = params_with()
+    params["hparams"]["cora"][key] = value
+    loaded = load(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "cora")
+    message = assert_one_line(info.value, allowed)
+    assert message.startswith(f"hparams.cora.{key}:"), message
+    # another dataset's row is untouched and still resolves
+    assert config.hparams_for(loaded, "citeseer")["beta"] == 0.7
+
+
+def test_unknown_key_in_dataset_row(workdir):
+    params = params_with()
+    params["hparams"]["cora"]["betta"] = 0.9
+    loaded = load(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "cora")
+    message = assert_one_line(info.value, "hparams.cora.betta", "unknown key", "beta", "dropout_sites")
+    assert message.startswith("hparams.cora.betta:")
+
+
+def test_missing_key_in_dataset_row(workdir):
+    params = params_with()
+    del params["hparams"]["cora"]["K"]
+    loaded = load(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "cora")
+    assert_one_line(info.value, "hparams.cora.K", "missing")
+    # ... unless a global override supplies it
+    loaded["K"] = 3
+    assert config.hparams_for(loaded, "cora")["K"] == 3
+
+
+def test_hparams_for_unknown_dataset_and_method(workdir):
+    loaded = load(workdir, params_with())
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "coraa")
+    assert_one_line(info.value, "dataset", "coraa", *ALL_DATASETS)
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "cora", "gcn")
+    assert_one_line(info.value, "method", "gcn", "cadnet", "cadnet_pull")
+
+
+# -------------------------------------------------------------------------- positive cases
+
+
+def test_shipped_params_load_and_every_row_resolves(monkeypatch):
+    monkeypatch.chdir(PROJECT_ROOT)  # read only
+    params = config.load_params()
+    assert params["datasets"] == list(config.DATASETS)
+    assert set(params["methods"]) == set(config.METHODS)
+    assert set(params["hparams"]) == set(config.DATASETS)
+    for key in config.HPARAM_RULES:  # every override exists (dvc exp run -S needs the key) ...
+        assert key in params and params[key] is None, key  # ... and is off in the shipped file
+    for dataset in config.DATASETS:
+        for method in config.METHODS:
+            hp = config.hparams_for(params, dataset, method)
+            assert set(hp) == set(config.HPARAM_RULES)
+
+
+def test_load_params_accepts_explicit_path(tmp_path):
+    params = read_params(PROJECT_ROOT)
+    params["runs"] = 7
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text(yaml.safe_dump(params))
+    assert config.load_params(target)["runs"] == 7
+
+
+def test_global_override_applies_to_every_dataset(workdir):
+    loaded = load(workdir, params_with(beta=0.9))
+    for dataset in config.DATASETS:
+        assert config.hparams_for(loaded, dataset)["beta"] == 0.9
+    # other keys keep each dataset's value
+    assert config.hparams_for(loaded, "cora")["K"] == 6
+    assert config.hparams_for(loaded, "pubmed")["K"] == 8
+
+
+def test_per_dataset_value_used_without_override(workdir):
+    params = params_with()
+    params["hparams"]["cora"]["beta"] = 0.95
+    loaded = load(workdir, params)
+    assert config.hparams_for(loaded, "cora")["beta"] == 0.95
+    assert config.hparams_for(loaded, "citeseer")["beta"] == 0.7
+    # a global override beats the row
+    loaded["beta"] = 0.6
+    assert config.hparams_for(loaded, "cora")["beta"] == 0.6
+
+
+def test_methods_fix_direction(workdir):
+    loaded = load(workdir, params_with())
+    assert config.hparams_for(loaded, "cora", "cadnet")["direction"] == "push"
+    assert config.hparams_for(loaded, "cora", "cadnet_pull")["direction"] == "pull"
+    # the method is applied after the global override
+    loaded["direction"] = "push"
+    assert config.hparams_for(loaded, "cora", "cadnet_pull")["direction"] == "pull"
+    loaded["direction"] = "pull"
+    assert config.hparams_for(loaded, "cora", "cadnet")["direction"] == "pull"
+    # the rest of the row is the same for both methods
+    push = config.hparams_for(loaded, "photo", "cadnet")
+    pull = config.hparams_for(loaded, "photo", "cadnet_pull")
+    assert {k: v for k, v in push.items() if k != "direction"} == {k: v for k, v in pull.items() if k != "direction"}
+
+
+def test_fingerprint_is_stable_and_sensitive():
+    hp = {"beta": 0.8, "K": 6}
+    assert config.fingerprint("cora", hp) == config.fingerprint("cora", dict(reversed(hp.items())))
+    assert config.fingerprint("cora", hp) != config.fingerprint("cora", {**hp, "beta": 0.9})
+    assert re.fullmatch(r"[0-9a-f]{16}", config.fingerprint("cora", hp))
+
+
+# ------------------------------------------------------------------ the table vs. SPEC.md
+
+SPEC_COLUMNS = ["citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics"]
+
+
+def spec_table() -> dict[str, dict[str, str]]:
+    """SPEC.md's "Hyperparameters" table as {row label: {dataset: cell}}."""
+    text = SPEC.read_text()
+    section = text.split("## Hyperparameters", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    table = {}
+    for line in rows[2:]:  # skip the header and the |---| line
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        table[cells[0]] = dict(zip(SPEC_COLUMNS, cells[1:]))
+    return table
+
+
+def expected_row(spec: dict[str, dict[str, str]], dataset: str) -> dict:
+    def cell(label):
+        return spec[label][dataset]
+
+    layers, hidden = (int(v) for v in cell("layers / hidden").split("/"))
+    assert layers == 2
+    drop = cell("lr drop (every/factor)")
+    window = cell("early stop window")
+    row = {
+        "hidden": hidden,
+        "leak_slope": float(cell("leak-slope")),
+        "p_drop": float(cell("p_drop")),
+        "K": int(cell("K")),
+        "beta": float(cell("beta")),
+        "self_loops": {"yes": True, "no": False}[cell("self-loop")],
+        "epochs": int(cell("epochs")),
+        "lr": float(cell("initial lr")),
+        "weight_decay": float(cell("weight decay")),
+        "lambda_ent": float(cell("lambda_ent")),
+        "early_stop_window": 0 if window == "-" else int(window),
+        "lr_drop_every": 0 if drop == "-" else int(drop.split("/")[0]),
+    }
+    if drop != "-":
+        row["lr_drop_factor"] = float(drop.split("/")[1])
+    return row
+
+
+# SPEC "Dropout sites": CiteSeer input+hidden+logits, Cora input+logits, PubMed input+hidden,
+# Amazon and Coauthor input+hidden. Split: public for citation data, per_class (20 / 30) else.
+SPEC_DROPOUT = {
+    "citeseer": ["input", "hidden", "logits"], "cora": ["input", "logits"], "pubmed": ["input", "hidden"],
+    "computers": ["input", "hidden"], "photo": ["input", "hidden"], "cs": ["input", "hidden"],
+    "physics": ["input", "hidden"],
+}
+SPEC_SPLIT = {d: "public" if d in ("citeseer", "cora", "pubmed") else "per_class" for d in SPEC_COLUMNS}
+
+
+@pytest.mark.skipif(not SPEC.is_file(), reason=f"no {SPEC}")
+@pytest.mark.parametrize("dataset", SPEC_COLUMNS)
+def test_shipped_table_matches_spec(dataset):
+    spec = spec_table()
+    assert len(spec) == 12, sorted(spec)  # the parse found every row of the table
+    row = BASE["hparams"][dataset]
+    expected = expected_row(spec, dataset)
+    got = {k: row[k] for k in expected}
+    assert got == pytest.approx(expected), dataset
+    assert row["dropout_sites"] == SPEC_DROPOUT[dataset]
+    assert row["split"] == SPEC_SPLIT[dataset]
+    assert row["direction"] == "push"  # the authors' code; cadnet_pull gives the paper's Eq.
+    assert row["normalize_features"] is True
+    if SPEC_SPLIT[dataset] == "per_class":
+        assert (row["train_per_class"], row["val_per_class"]) == (20, 30)
+
+
+def test_spec_cora_and_photo_rows_spelled_out():
+    """Two rows written out by hand, independent of the SPEC parser above."""
+    cora = BASE["hparams"]["cora"]
+    assert cora == {
+        "hidden": 64, "leak_slope": 0.05, "p_drop": 0.5, "dropout_sites": ["input", "logits"], "K": 6,
+        "beta": 0.8, "direction": "push", "self_loops": True, "normalize_features": True, "epochs": 100,
+        "lr": 0.01, "lr_drop_every": 50, "lr_drop_factor": 0.5, "weight_decay": 5e-4, "lambda_ent": 0.5,
+        "early_stop_window": 10, "split": "public", "train_per_class": 20, "val_per_class": 30,
+    }
+    photo = BASE["hparams"]["photo"]
+    assert photo == {
+        "hidden": 64, "leak_slope": 0.15, "p_drop": 0.5, "dropout_sites": ["input", "hidden"], "K": 2,
+        "beta": 0.95, "direction": "push", "self_loops": True, "normalize_features": True, "epochs": 300,
+        "lr": 0.05, "lr_drop_every": 0, "lr_drop_factor": 0.5, "weight_decay": 2e-7, "lambda_ent": 0.1,
+        "early_stop_window": 20, "split": "per_class", "train_per_class": 20, "val_per_class": 30,
+    }
+
+
+# ------------------------------------------------------- stages fail before doing any work
+
+
+def _files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("stage, argv", [
+    ("train", ["cora"]), ("train", ["cora", "cadnet_pull"]), ("evaluate", ["cora"]),
+    ("stats", []), ("plot", []),
+])
+def test_stages_reject_bad_override_before_work(workdir, stage, argv):
+    import importlib
+
+    module = importlib.import_module(f"pipeline.{stage}")
+    write_params(workdir, params_with(beta=1.5))
+    before = _files_under(workdir)
+    with pytest.raises(ConfigError) as info:
+        module.main(argv)
+    assert_one_line(info.value, "beta", "[0, 1]")
+    assert _files_under(workdir) == before
+
+
+@pytest.mark.parametrize("argv", [["coraa"], ["cora", "gcn"]])
+def test_train_rejects_bad_arguments(workdir, argv):
+    from pipeline import train
+
+    with pytest.raises(ConfigError) as info:
+        train.main(argv)
+    assert_one_line(info.value, argv[-1])
+    assert not (workdir / "data").exists()
+
+
+def test_train_cli_rejects_bad_beta_without_touching_data(workdir):
+    params = params_with(beta=1.5, datasets=["cora"], methods=["cadnet"], runs=2)
+    write_params(workdir, params)
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "DVC_NO_ANALYTICS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pipeline.train", "cora"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ") and "beta" in lines[0] and "[0, 1]" in lines[0], lines[0]
+    assert not (workdir / "data").exists()
+    assert sorted(p.name for p in workdir.iterdir()) == ["params.yaml"]

@@ -1,0 +1,262 @@
+"""End-to-end: the whole DVC pipeline on Cora in a scratch copy of the project.
+
+A copy of the project (code, params.yaml, dvc.yaml, DVC config) goes into a temporary git
+repository; params select cora / cadnet, 2 runs of 5 epochs. Then:
+`dvc repro` -> outputs exist, `dvc status` is clean -> a change to another dataset's row
+changes nothing, a change to Cora's row reruns training but not download / preprocess ->
+`dvc exp run -S beta=0.9` reruns training with the override -> an interrupted train stage
+retrains only the missing seed.
+
+The tests below share one project (module-scoped fixture) and run in file order.
+Needs the dataset mirror at ../shared/datasets (skipped otherwise).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from conftest import PROJECT_ROOT, REAL_MIRROR
+
+pytestmark = pytest.mark.skipif(
+    not (REAL_MIRROR / "planetoid" / "ind.cora.x").is_file(), reason=f"no dataset mirror at {REAL_MIRROR}"
+)
+
+RUNS = 2
+FIGURES = ("accuracy", "gamma", "loss")
+STAGES_BEFORE_TRAIN = ("download@cora", "preprocess@cora")
+
+
+def _env(tmp: Path) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update({
+        "CADNET_MIRROR": str(REAL_MIRROR.resolve()),
+        "DVC_NO_ANALYTICS": "1",
+        "DVC_STUDIO_OFFLINE": "1",
+        "DVC_SITE_CACHE_DIR": str(tmp / "dvc-site-cache"),
+        "DVC_GLOBAL_CONFIG_DIR": str(tmp / "dvc-global"),
+        "GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid",
+        "GIT_COMMITTER_NAME": "e2e", "GIT_COMMITTER_EMAIL": "e2e@example.invalid",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    env.pop("PYTHONPATH", None)  # the stages must import the copy's pipeline/, from the cwd
+    env.pop("DVC_EXP_NAME", None)
+    return env
+
+
+class Project:
+    def __init__(self, root: Path, env: dict):
+        self.root, self.env = root, env
+
+    def run(self, *args: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
+        proc = subprocess.run(list(args), cwd=self.root, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {proc.returncode}\n"
+                                 f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+        return proc
+
+    def dvc(self, *args: str, **kw) -> subprocess.CompletedProcess:
+        return self.run(sys.executable, "-m", "dvc", *args, **kw)
+
+    def git(self, *args: str) -> subprocess.CompletedProcess:
+        return self.run("git", *args)
+
+    def commit(self, message: str) -> None:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+
+    @property
+    def params(self) -> dict:
+        return yaml.safe_load((self.root / "params.yaml").read_text())
+
+    def set_params(self, params: dict) -> None:
+        (self.root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    def metrics(self) -> dict:
+        return json.loads((self.root / "reports/metrics.json").read_text())
+
+    def seed_files(self) -> list[Path]:
+        return sorted((self.root / "data/runs/cora/cadnet").glob("seed_*.pt"))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Project:
+    """The copied project after one `dvc repro`, committed."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    root = tmp / "proj"
+    root.mkdir()
+    shutil.copytree(PROJECT_ROOT / "pipeline", root / "pipeline",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("params.yaml", "dvc.yaml", ".dvcignore", ".gitignore", "pyproject.toml"):
+        shutil.copy(PROJECT_ROOT / name, root / name)
+    (root / ".dvc").mkdir()
+    for name in ("config", ".gitignore"):
+        shutil.copy(PROJECT_ROOT / ".dvc" / name, root / ".dvc" / name)
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params.update(datasets=["cora"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    proj = Project(root, _env(tmp))
+    # the stages must run the copy's code, not the editable install in the repository
+    where = proj.run(sys.executable, "-c", "import pipeline; print(pipeline.__file__)").stdout.strip()
+    assert Path(where).resolve() == (root / "pipeline" / "__init__.py").resolve(), where
+
+    proj.git("init", "-q")
+    proj.commit("scratch copy")
+    start = time.perf_counter()
+    proj.repro = proj.dvc("repro")
+    proj.repro_seconds = time.perf_counter() - start
+    proj.commit("first repro")
+    return proj
+
+
+def test_repro_writes_every_output(project):
+    out = project.repro.stdout
+    # exactly the selected matrix entries run (datasets [cora], methods [cadnet])
+    assert set(re.findall(r"Running stage '([^']+)'", out)) == {
+        "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot",
+    }, out[-3000:]
+
+    metrics = project.metrics()
+    assert list(metrics) == ["cora"]
+    acc = metrics["cora"]["test_acc"]
+    assert metrics["cora"]["runs"] == RUNS
+    assert 10.0 < acc["mean"] <= 100.0  # 7 classes: chance is ~14 %
+    assert acc["ci95_low"] <= acc["mean"] <= acc["ci95_high"]
+    assert metrics["cora"]["paper"] == {"mean": 84.3, "std": 0.5}
+
+    results = (project.root / "reports/results.md").read_text()
+    assert f"| cora | cadnet | {RUNS} | {acc['mean']:.2f} ± {acc['std']:.2f} |" in results
+    assert "| cora | 2708 | 5278 | 1433 | 7 | yes |" in results
+
+    for name in FIGURES:
+        png = project.root / "reports/figures" / f"cora_{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+
+    seeds = project.seed_files()
+    assert [p.name for p in seeds] == [f"seed_{s:03d}.pt" for s in range(RUNS)]
+    records = [torch.load(p, weights_only=False) for p in seeds]
+    assert len({r["fingerprint"] for r in records}) == 1
+    assert all(r["epochs_run"] <= 5 for r in records)
+    summary = json.loads((project.root / "reports/eval/cora/cadnet.json").read_text())
+    assert summary["test_acc"]["mean"] == pytest.approx(100 * sum(r["test_acc"] for r in records) / RUNS, abs=1e-3)
+
+
+def test_status_clean_after_repro(project):
+    out = project.dvc("status").stdout
+    assert "Data and pipelines are up to date." in out, out
+    # `dvc metrics show` sees the nested metrics file
+    shown = project.dvc("metrics", "show", "--json").stdout
+    assert "test_acc" in shown and "cora" in shown
+
+
+def test_param_dependencies_are_per_dataset(project):
+    original = project.params
+    try:
+        # another dataset's row: nothing of Cora's is out of date
+        edited = yaml.safe_load(yaml.safe_dump(original))
+        edited["hparams"]["citeseer"]["beta"] = 0.5
+        project.set_params(edited)
+        out = project.dvc("status").stdout
+        assert "Data and pipelines are up to date." in out, out
+
+        # Cora's row: training (and what follows) reruns, download / preprocess do not
+        edited["hparams"]["cora"]["beta"] = 0.95
+        project.set_params(edited)
+        status = project.dvc("status").stdout
+        assert "train@cora-cadnet" in status, status
+        for stage in STAGES_BEFORE_TRAIN:
+            assert stage not in status, status
+        dry = project.dvc("repro", "--dry").stdout
+        assert "Running stage 'train@cora-cadnet'" in dry, dry
+        for stage in STAGES_BEFORE_TRAIN:
+            assert f"Running stage '{stage}'" not in dry, dry
+    finally:
+        project.git("checkout", "--", "params.yaml")
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
+def test_exp_run_global_override(project):
+    before = {p.name: torch.load(p, weights_only=False) for p in project.seed_files()}
+    old_metrics = project.metrics()
+
+    proc = project.dvc("exp", "run", "-S", "beta=0.9")
+    out = proc.stdout
+    assert "Running stage 'train@cora-cadnet'" in out, out[-3000:]
+    for stage in STAGES_BEFORE_TRAIN:
+        assert f"Running stage '{stage}'" not in out, out[-3000:]
+    assert project.params["beta"] == 0.9  # -S wrote the override into params.yaml
+
+    after = {p.name: torch.load(p, weights_only=False) for p in project.seed_files()}
+    assert sorted(after) == sorted(before)
+    for name in after:  # every seed retrained under the new fingerprint ...
+        assert after[name]["fingerprint"] != before[name]["fingerprint"]
+        # ... and the override reached the model: gamma = beta + (1 - beta) c >= beta
+        assert float(after[name]["gamma"].min()) >= 0.9 - 1e-6
+    gamma_hist = (project.root / "reports/eval/cora/cadnet_gamma.csv").read_text().splitlines()
+    assert float(gamma_hist[1].split(",")[0]) >= 0.9 - 1e-4
+
+    diff = json.loads(project.dvc("metrics", "diff", "--json").stdout)
+    changed = diff.get("reports/metrics.json", {})
+    assert any(key.startswith("cora.") for key in changed), diff
+    new_metrics = project.metrics()
+    assert new_metrics["cora"]["test_acc"]["mean"] == pytest.approx(
+        100 * sum(r["test_acc"] for r in after.values()) / RUNS, abs=1e-3)
+    if new_metrics["cora"]["test_acc"]["mean"] != old_metrics["cora"]["test_acc"]["mean"]:
+        assert "cora.test_acc.mean" in changed, diff
+
+    shown = project.dvc("exp", "show", "--json").stdout
+    assert "cora" in shown and "0.9" in shown
+
+
+def test_interrupted_train_retrains_only_missing_seed(project):
+    seeds = project.seed_files()
+    assert len(seeds) == RUNS
+    keep, lost = seeds[0], seeds[1]
+    kept_record = torch.load(keep, weights_only=False)
+    lost_record = torch.load(lost, weights_only=False)
+    keep_mtime = keep.stat().st_mtime_ns
+    lost.unlink()
+    time.sleep(0.05)
+
+    proc = project.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
+    assert re.search(rf"\b{RUNS - 1} seeds reused", proc.stderr), proc.stderr[-2000:]
+    assert lost.exists()
+    assert keep.stat().st_mtime_ns == keep_mtime  # untouched
+    retrained = torch.load(lost, weights_only=False)
+    assert retrained["seed"] == lost_record["seed"]
+    assert retrained["fingerprint"] == kept_record["fingerprint"] == lost_record["fingerprint"]
+    assert not list(lost.parent.glob(".*.tmp"))
+    project.resumed = (lost_record, retrained)
+
+    # a stale file (other fingerprint) is dropped and retrained; the good one still is not
+    stale = dict(kept_record, fingerprint="stale")
+    torch.save(stale, keep)
+    lost_mtime = lost.stat().st_mtime_ns
+    project.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
+    assert torch.load(keep, weights_only=False)["fingerprint"] == kept_record["fingerprint"]
+    assert lost.stat().st_mtime_ns == lost_mtime
+
+
+def test_resumed_seed_matches_uninterrupted_run(project):
+    """A seed retrained after an interruption carries the same fingerprint as the lost file, so
+    it must be the same run: same selected test accuracy and the same loss curve."""
+    if not hasattr(project, "resumed"):
+        pytest.skip("needs test_interrupted_train_retrains_only_missing_seed")
+    lost, retrained = project.resumed
+    same = (retrained["test_acc"] == pytest.approx(lost["test_acc"], abs=1e-6)
+            and retrained["history"]["val_loss"] == pytest.approx(lost["history"]["val_loss"], abs=1e-5))
+    assert same, (lost["test_acc"], retrained["test_acc"], lost.get("engine"), retrained.get("engine"))

@@ -1,0 +1,85 @@
+"""Tests for the plot stage (pipeline/plot.py): three valid PNGs per selected dataset."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from conftest import update_params, write_fake_seeds
+from pipeline import evaluate, plot
+from pipeline.config import DataError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FIGURES = ("accuracy", "gamma", "loss")
+
+
+@pytest.fixture
+def evaluated(cora_workdir: Path) -> Path:
+    evaluate.main(["cora", "cadnet"])
+    return cora_workdir
+
+
+def assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC, path
+    assert len(data) > 5_000, (path, len(data))  # axes, labels and data, not an empty canvas
+    image = matplotlib.image.imread(path)  # decodes the whole file
+    height, width = image.shape[:2]
+    assert height > 100 and width > 200, (path, image.shape)
+    assert image[..., :3].std() > 0.01, path  # not a blank image
+
+
+def test_three_pngs_per_dataset(evaluated, capsys):
+    plot.main([])
+    figures = evaluated / "reports/figures"
+    assert sorted(p.name for p in figures.iterdir()) == sorted(f"cora_{n}.png" for n in FIGURES)
+    for name in FIGURES:
+        assert_png(figures / f"cora_{name}.png")
+    assert "wrote 3 figures" in capsys.readouterr().out
+
+
+def test_two_datasets_give_six_figures_and_stale_ones_are_ignored(evaluated):
+    update_params(evaluated, datasets=["cora", "citeseer"])
+    write_fake_seeds(evaluated, dataset="citeseer", accs=(0.70, 0.71, 0.72))
+    evaluate.main(["citeseer", "cadnet"])
+    plot.main([])
+    names = sorted(p.name for p in (evaluated / "reports/figures").iterdir())
+    assert names == sorted(f"{d}_{n}.png" for d in ("cora", "citeseer") for n in FIGURES)
+    for name in names:
+        assert_png(evaluated / "reports/figures" / name)
+
+    # citeseer dropped from the selection: its eval files stay, but only cora is plotted
+    for old in (evaluated / "reports/figures").iterdir():
+        old.unlink()
+    update_params(evaluated, datasets=["cora"])
+    plot.main([])
+    assert sorted(p.name for p in (evaluated / "reports/figures").iterdir()) == sorted(
+        f"cora_{n}.png" for n in FIGURES)
+
+
+def test_second_method_on_accuracy_figure(evaluated):
+    update_params(evaluated, methods=["cadnet", "cadnet_pull"])
+    write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
+    evaluate.main(["cora", "cadnet_pull"])
+    plot.main([])
+    for name in FIGURES:
+        assert_png(evaluated / "reports/figures" / f"cora_{name}.png")
+
+
+def test_without_default_method_uses_the_selected_one(cora_workdir):
+    """methods [cadnet_pull] alone: gamma and loss figures come from cadnet_pull's files."""
+    update_params(cora_workdir, methods=["cadnet_pull"])
+    write_fake_seeds(cora_workdir, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
+    evaluate.main(["cora", "cadnet_pull"])
+    plot.main([])
+    for name in FIGURES:
+        assert_png(cora_workdir / "reports/figures" / f"cora_{name}.png")
+
+
+def test_missing_eval_output_names_the_file(evaluated):
+    (evaluated / "data/eval/cora/cadnet_history.csv").unlink()
+    with pytest.raises(DataError) as info:
+        plot.main([])
+    assert "data/eval/cora/cadnet_history.csv" in str(info.value)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,156 @@
+"""Tests for the stats stage (pipeline/stats.py): metrics.json and results.md from fake seeds.
+
+The evaluate stage runs on the fake seeds of conftest (81.2, 84.5, 85.1 %: mean 83.6, sample
+std 2.1); the paper's Cora number is 84.3 ± 0.5, so diff = -0.7 and diff / σ = -1.4.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_STD, update_params, write_data_stats, write_fake_seeds
+from pipeline import evaluate, stats
+from pipeline.config import ConfigError, DataError
+
+PAPER_CORA = (84.3, 0.5)
+
+
+@pytest.fixture
+def evaluated(cora_workdir: Path) -> Path:
+    """cora/cadnet evaluated, and reports/data/cora.json in place."""
+    evaluate.main(["cora", "cadnet"])
+    write_data_stats(cora_workdir, "cora")
+    return cora_workdir
+
+
+def run_stats(root: Path) -> tuple[dict, str]:
+    stats.main([])
+    metrics = json.loads((root / "reports/metrics.json").read_text())
+    return metrics, (root / "reports/results.md").read_text()
+
+
+def test_metrics_json(evaluated):
+    metrics, _ = run_stats(evaluated)
+    assert list(metrics) == ["cora"]
+    cora = metrics["cora"]
+    assert cora["runs"] == 3
+    assert cora["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-3)
+    assert cora["test_acc"]["std"] == pytest.approx(FAKE_STD, abs=1e-3)
+    assert cora["paper"] == {"mean": PAPER_CORA[0], "std": PAPER_CORA[1]}
+    assert cora["diff"] == pytest.approx(FAKE_MEAN - 84.3, abs=1e-3)  # ours - paper = -0.7
+    assert cora["diff_in_paper_std"] == pytest.approx((FAKE_MEAN - 84.3) / 0.5, abs=1e-3)  # -1.4
+    assert cora["ms_per_epoch"] == pytest.approx(11.0)
+
+
+def test_confidence_interval(evaluated):
+    metrics, _ = run_stats(evaluated)
+    acc = metrics["cora"]["test_acc"]
+    low, high = acc["ci95_low"], acc["ci95_high"]
+    accs = [100 * a for a in FAKE_ACCS]
+    assert min(accs) - 1e-3 <= low <= acc["mean"] <= high <= max(accs) + 1e-3
+    assert high - low > 0.1  # an interval, not a point, for three different values
+
+
+def test_confidence_interval_is_reproducible(evaluated):
+    first, _ = run_stats(evaluated)
+    second, _ = run_stats(evaluated)
+    assert first == second
+
+
+def test_bootstrap_ci_on_larger_sample():
+    import numpy as np
+
+    values = np.random.default_rng(1).normal(80.0, 1.0, size=100)
+    low, high = stats.bootstrap_ci(values)
+    assert low < values.mean() < high
+    # about 2 * 1.96 * 1 / sqrt(100) = 0.39 wide
+    assert 0.25 < high - low < 0.6
+    assert stats.bootstrap_ci(np.array([80.0, 80.0, 80.0])) == (80.0, 80.0)
+
+
+def test_only_selected_datasets_are_read(evaluated):
+    stale = evaluated / "reports/eval/citeseer"
+    stale.mkdir(parents=True)
+    (stale / "cadnet.csv").write_text(
+        "seed,test_acc,val_acc,best_val_loss,selected_epoch,epochs_run,ms_per_epoch,gamma_mean\n"
+        "0,0.5,0.5,1.0,3,5,1.0,0.9\n1,0.6,0.6,1.0,3,5,1.0,0.9\n"
+    )
+    write_data_stats(evaluated, "citeseer")
+    metrics, results = run_stats(evaluated)
+    assert list(metrics) == ["cora"]
+    assert "citeseer" not in results
+    # and a stale other method of the selected dataset is not read either
+    (evaluated / "reports/eval/cora/cadnet_pull.csv").write_text((stale / "cadnet.csv").read_text())
+    metrics, results = run_stats(evaluated)
+    assert "cadnet_pull" not in metrics["cora"]
+    assert "cadnet_pull |" not in results
+
+
+def test_second_method_nested_under_its_name(evaluated):
+    update_params(evaluated, methods=["cadnet", "cadnet_pull"])
+    write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
+    evaluate.main(["cora", "cadnet_pull"])
+    metrics, results = run_stats(evaluated)
+    assert metrics["cora"]["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-3)
+    pull = metrics["cora"]["cadnet_pull"]
+    assert pull["test_acc"]["mean"] == pytest.approx(84.0, abs=1e-3)
+    assert pull["test_acc"]["std"] == pytest.approx(1.0, abs=1e-3)
+    assert pull["diff"] == pytest.approx(-0.3, abs=1e-3)
+    assert pull["diff_in_paper_std"] == pytest.approx(-0.6, abs=1e-3)
+    assert "| cora | cadnet_pull | 3 | 84.00 ± 1.00 |" in results
+    assert "| cora | cadnet | 3 | 83.60 ± 2.10 |" in results
+
+
+def test_results_markdown_numbers(evaluated):
+    metrics, results = run_stats(evaluated)
+    acc = metrics["cora"]["test_acc"]
+    row = next(line for line in results.splitlines() if line.startswith("| cora | cadnet |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "3"
+    assert cells[3] == "83.60 ± 2.10"
+    assert cells[4] == f"({acc['ci95_low']:.2f}, {acc['ci95_high']:.2f})"
+    assert cells[5] == "84.3 ± 0.5"
+    assert cells[6] == "-0.70"
+    assert cells[7] == "-1.40"
+    assert cells[8] == "11.0 (7.60)"
+    assert "| cora | 2708 | 5278 | 1433 | 7 | yes |" in results
+
+
+def test_results_markdown_flags_dataset_mismatch(evaluated):
+    write_data_stats(evaluated, "cora", [2708, 5429, 1433, 7])
+    _, results = run_stats(evaluated)
+    assert "| cora | 2708 | 5429 | 1433 | 7 | no (SPEC: [2708, 5278, 1433, 7]) |" in results
+
+
+def test_missing_eval_csv_names_the_file(cora_workdir):
+    write_data_stats(cora_workdir, "cora")
+    with pytest.raises(DataError) as info:
+        stats.main([])
+    assert "reports/eval/cora/cadnet.csv" in str(info.value)
+    assert "evaluate@cora-cadnet" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert not (cora_workdir / "reports/metrics.json").exists()
+
+
+def test_missing_data_stats_names_the_file(evaluated):
+    (evaluated / "reports/data/cora.json").unlink()
+    with pytest.raises(DataError) as info:
+        stats.main([])
+    assert "reports/data/cora.json" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_data_stats_writes_nothing(evaluated):
+    (evaluated / "reports/data/cora.json").unlink()
+    with pytest.raises(DataError):
+        stats.main([])
+    assert not (evaluated / "reports/metrics.json").exists()
+
+
+def test_bad_params_fail_first(evaluated):
+    update_params(evaluated, datasets=["cora", "nope"])
+    with pytest.raises(ConfigError, match="datasets"):
+        stats.main([])
+    assert not (evaluated / "reports/metrics.json").exists()
