@@ -153,7 +153,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     for seed in seeds:
         torch.manual_seed(seed)
         models.append(build_model(graph, hp))
-    net = BatchedCADNet(models, graph["x"]).to(device)
+    net = BatchedCADNet(models, graph["x"], graph["edge_index"]).to(device)
     del models
     splits = [split_masks(graph, hp, seed) for seed in seeds]
     masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
@@ -293,16 +293,15 @@ def _train_seed_in_worker(dataset: str, hp: dict, seed: int) -> dict:
 
 
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
-    """Seeds per batched chunk: ``seed_chunk``, or with ``auto`` the largest count whose
-    estimated peak memory fits ``memory_budget_gb``, evened out over the chunks needed."""
-    if params.get("seed_chunk", "auto") != "auto":
-        return min(params["seed_chunk"], runs)
+    """Seeds per batched chunk: at most ``seed_chunk`` (``auto``: no limit), fewer where the
+    estimated peak memory would pass ``memory_budget_gb``, evened out over the chunks needed."""
+    limit = runs if params.get("seed_chunk", "auto") == "auto" else min(params["seed_chunk"], runs)
     budget = params.get("memory_budget_gb", 6) * 2**30
     sizes = dict(
         nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1), features=graph["x"].size(1),
         feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hp["hidden"], K=hp["K"],
     )
-    fits = max([s for s in range(1, runs + 1) if estimate_peak_bytes(**sizes, seeds=s) <= budget], default=1)
+    fits = max([s for s in range(1, limit + 1) if estimate_peak_bytes(**sizes, seeds=s) <= budget], default=1)
     chunks = -(-runs // fits)
     return -(-runs // chunks)
 
