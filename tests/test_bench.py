@@ -1,0 +1,30 @@
+"""The benchmark's synthetic graphs and its report (the timings themselves are not tested)."""
+from __future__ import annotations
+
+import torch
+from torch_geometric.utils import is_undirected
+
+from pipeline import bench
+
+
+def test_synthetic_graph_has_the_datasets_sizes():
+    hp = {"self_loops": False}
+    graph = bench.synthetic_graph("photo", hp)
+    nodes, edges, features, classes = 7650, 119081, 745, 8
+    assert graph["y"].size(0) == nodes and graph["num_classes"] == classes
+    assert graph["x"].shape == (nodes, features)
+    assert graph["edge_index"].size(1) == 2 * edges
+    assert is_undirected(graph["edge_index"], num_nodes=nodes)
+    assert not (graph["edge_index"][0] == graph["edge_index"][1]).any()
+    row_sums = torch.sparse.sum(graph["x"], dim=1).to_dense()
+    assert torch.allclose(row_sums, torch.ones(nodes))
+    assert torch.bincount(graph["y"], minlength=classes).min() >= 50  # the per-class split fits
+
+
+def test_report_states_ratios_and_memory():
+    row = {"dataset": "cora", "single_ms": 10.0, "batched_ms": 2.5, "appnp_ms": 5.0, "chunk": 25,
+           "single_100_s": 100.0, "batched_100_s": 25.0, "appnp_100_s": 50.0, "epochs": 100,
+           "estimate_100_gb": 1.0, "estimate_chunk_gb": 0.25}
+    text = bench.report([row], {"cora": 0.8}, "profile table", torch.device("cpu"), epochs=5)
+    assert "| cora | 10.00 | 2.50 | 5.00 | 0.250 | 0.500 | 25 |" in text
+    assert "0.80 GiB" in text and "profile table" in text and "CPU" in text
