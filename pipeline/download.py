@@ -21,11 +21,9 @@ renamed into place, so a failure or Ctrl-C never leaves a partial file that look
 from __future__ import annotations
 
 import csv
-import hashlib
 import http.client
 import os
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -34,6 +32,7 @@ from typing import BinaryIO
 from tqdm import tqdm
 
 from pipeline.config import DATASETS, ConfigError, DataError, check_choice, run_main
+from pipeline.files import sha256_of, write_atomic
 
 # The table ships inside the package, so it is found whatever the working directory is.
 CHECKSUMS_FILE = Path(__file__).with_name("checksums.tsv")
@@ -110,15 +109,6 @@ def mirror_from_env() -> Path | None:
     return mirror
 
 
-def sha256_of(path: Path | str) -> str:
-    """SHA-256 of a file, read in chunks so large npz files need little memory."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def is_intact(path: Path, row: dict) -> bool:
     """Whether `path` exists with the size and SHA-256 the table expects."""
     return path.is_file() and path.stat().st_size == row["bytes"] and sha256_of(path) == row["sha256"]
@@ -169,21 +159,12 @@ def fetch(row: dict, dest_dir: Path, mirror: Path | None) -> Path:
         print(f"{row['file']}: present but does not match {CHECKSUMS_FILE.name}, fetching again")
         dest.unlink()
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tempfile.NamedTemporaryFile(delete=False, dir=dest.parent, prefix="." + dest.name, suffix=".part")
-    tmp_path = Path(tmp.name)
-    try:
-        with tmp:
-            if mirror is not None:
-                origin = str(_copy_from_mirror(row, mirror, tmp))
-            else:
-                origin = _download(row, tmp)
-        verify(tmp_path, row, origin)
-        _make_readable(tmp_path)
-        os.replace(tmp_path, dest)
-    except BaseException:
-        tmp_path.unlink(missing_ok=True)
-        raise
+    def fill(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            origin = str(_copy_from_mirror(row, mirror, handle)) if mirror is not None else _download(row, handle)
+        verify(tmp, row, origin)
+
+    write_atomic(dest, fill)
     return dest
 
 
@@ -222,13 +203,6 @@ def _download(row: dict, dst: BinaryIO) -> str:
             f"mirror directory (e.g. {MIRROR_ENV}={MIRROR_EXAMPLE})"
         ) from None
     return url
-
-
-def _make_readable(path: Path) -> None:
-    """Give the temp file the usual permissions: NamedTemporaryFile creates it owner-only (0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
 
 
 def main(argv: list[str]) -> None:

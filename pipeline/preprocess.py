@@ -13,10 +13,8 @@ draw per seed, and :func:`load_graph`, which the train stage uses to read `graph
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import Tensor
@@ -26,6 +24,7 @@ from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, t
 
 from pipeline import config
 from pipeline.config import ConfigError, DataError
+from pipeline.files import write_atomic
 
 RAW_ROOT = Path("data/raw")
 PROCESSED_ROOT = Path("data/processed")
@@ -132,17 +131,6 @@ def build_graph(data: Data, hparams: dict) -> tuple[dict, dict]:
         **{k.removesuffix("_mask"): None if m is None else int(m.sum()) for k, m in masks.items()},
     }
     return graph, stats
-
-
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Write via a temporary file in the same folder, so an interrupted run leaves no half file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def preprocess(

@@ -15,7 +15,6 @@ stopping after ``epochs // 2`` when the validation loss exceeds the mean of the 
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import time
 from pathlib import Path
@@ -28,7 +27,8 @@ from tqdm import tqdm
 from pipeline import config
 from pipeline.batched import BatchedCADNet, estimate_peak_bytes, masked_accuracy, masked_nll
 from pipeline.model import CADNet
-from pipeline.preprocess import load_graph, per_class_split, write_atomic
+from pipeline.files import sha256_of, write_atomic
+from pipeline.preprocess import load_graph, per_class_split
 
 RUNS_ROOT = Path("data/runs")
 PROCESSED_ROOT = Path("data/processed")
@@ -235,14 +235,6 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
 
 
 # ---------------------------------------------------------------------------- bookkeeping
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def run_fingerprint(dataset: str, method: str, hp: dict, engine: str) -> str:

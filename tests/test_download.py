@@ -53,10 +53,10 @@ def make_fake_mirror(root: Path, rows: list[dict], alter: dict | None = None) ->
 
 
 def leftovers(directory: Path) -> list[str]:
-    """Temp files (.<name>...part) left in a directory."""
+    """Temp files (hidden .<name>... files) left in a directory."""
     if not directory.exists():
         return []
-    return [p.name for p in directory.iterdir() if p.name.endswith(".part")]
+    return [p.name for p in directory.iterdir() if p.name.startswith(".")]
 
 
 def test_table_lists_every_dataset():

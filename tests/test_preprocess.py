@@ -266,20 +266,6 @@ def test_bad_argument_is_config_error(workdir):
         pp.main([])
 
 
-def test_write_atomic_leaves_no_half_file(tmp_path):
-    target = tmp_path / "out" / "stats.json"
-    pp.write_atomic(target, lambda p: p.write_text("old"))
-
-    def crash(p: Path) -> None:
-        p.write_text("half")
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        pp.write_atomic(target, crash)
-    assert target.read_text() == "old"
-    assert [f.name for f in target.parent.iterdir()] == ["stats.json"]
-
-
 # ---------------------------------------------------------------- row normalisation
 
 

@@ -1,0 +1,34 @@
+"""File helpers every stage shares: atomic writes and checksums."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Callable
+
+CHUNK_BYTES = 1 << 20
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Let ``write`` fill a temporary file beside ``path``, then rename it into place.
+
+    An interrupted or failed write (Ctrl-C included) leaves no half file: the old ``path``, if
+    any, stays as it was, and the temporary file is removed. ``write`` may also raise after
+    writing, e.g. when a checksum does not match, to reject what it wrote.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def sha256_of(path: Path | str) -> str:
+    """SHA-256 of a file, read in chunks so large files need little memory."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

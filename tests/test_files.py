@@ -1,0 +1,42 @@
+"""pipeline/files.py: atomic writes and checksums."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from pipeline.files import sha256_of, write_atomic
+
+
+def test_write_atomic_leaves_no_half_file(tmp_path):
+    target = tmp_path / "out" / "stats.json"
+    write_atomic(target, lambda p: p.write_text("old"))
+
+    def crash(p: Path) -> None:
+        p.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, crash)
+    assert target.read_text() == "old"
+    assert [f.name for f in target.parent.iterdir()] == ["stats.json"]
+
+
+def test_write_atomic_can_reject_what_it_wrote(tmp_path):
+    target = tmp_path / "data.bin"
+
+    def write_then_reject(p: Path) -> None:
+        p.write_bytes(b"corrupt")
+        raise ValueError("checksum mismatch")
+
+    with pytest.raises(ValueError):
+        write_atomic(target, write_then_reject)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sha256_of_matches_hashlib_across_chunks(tmp_path):
+    blob = bytes(range(256)) * 9000  # more than one 1 MiB chunk
+    path = tmp_path / "blob"
+    path.write_bytes(blob)
+    assert sha256_of(path) == hashlib.sha256(blob).hexdigest()
