@@ -173,3 +173,15 @@ def test_stacked_features_gradient_equals_autograd_of_sparse_product():
         w = weight.detach()[:, s].clone().requires_grad_(True)
         (torch.sparse.mm(graph["x"], w) * upstream[:, s]).sum().backward()
         torch.testing.assert_close(weight.grad[:, s], w.grad)
+
+
+def test_dropout_keeps_the_expected_share_and_scales_kept_values():
+    from pipeline.batched import dropout
+
+    torch.manual_seed(0)
+    x = torch.ones(200_000)
+    out = dropout(x, 0.3)
+    kept = out != 0
+    assert kept.float().mean().item() == pytest.approx(0.7, abs=0.005)
+    assert torch.allclose(out[kept], torch.full_like(out[kept], 1 / 0.7))
+    assert dropout(x, 0.0) is x
