@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline.model import CADNet, CADNetOutput, adacad
+from pipeline.model import CADNet, CADNetOutput, adaptive_weight, entropy, interpolate, transition_from_similarity
 
 BYTES_PER_FLOAT = 4
 # CSR products are what this module is built on; torch's "beta" notice would repeat every run.
@@ -130,7 +130,8 @@ class _CSRLayout:
 
     def __init__(self, rows: Tensor, cols: Tensor, size: int):
         self.order = torch.argsort(rows * size + cols)
-        self.crow = torch._convert_indices_from_coo_to_csr(rows[self.order], size)
+        self.row = rows[self.order]
+        self.crow = torch._convert_indices_from_coo_to_csr(self.row, size)
         self.col = cols[self.order]
         self.size = size
 
@@ -139,47 +140,86 @@ class _CSRLayout:
                                        check_invariants=False)
 
     def to(self, device) -> "_CSRLayout":
-        self.order, self.crow, self.col = self.order.to(device), self.crow.to(device), self.col.to(device)
+        for name in ("order", "row", "crow", "col"):
+            setattr(self, name, getattr(self, name).to(device))
         return self
 
 
-class BlockDiagonalDiffusion:
-    r"""K steps of class-attentive diffusion for S seeds at once, as sparse-matrix products.
+class BlockDiagonalGraph:
+    r"""The graph of S seeds as one block-diagonal ``NS x NS`` sparse matrix, so that the
+    per-edge work of CAD-Net runs as sparse-matrix products for all seeds at once.
 
-    Computes what :class:`pipeline.model.ClassAttentiveDiffusion` computes (same direction
-    convention) on ``[N, S, C]`` tensors, but each step is one product of a block-diagonal
-    ``NS x NS`` CSR matrix (seed s's transitions in block s) with Z viewed as ``[NS, C]``.
-    Message passing would write and read an ``[E, S, C]`` message tensor per step; at S = 100
-    that memory traffic dominated the epoch. Written by hand (with its backward: the product
-    with the transposed matrix for Z's gradient and a sampled product ``sampled_addmm`` for
-    the transitions') because neither PyG nor torch offers a batched sparse product whose
-    values differ per batch element.
+    Node i of seed s is row ``i * S + s`` (``[N, S, C]`` tensors viewed as ``[NS, C]``); edge
+    e of seed s sits at (row ``target_e * S + s``, column ``source_e * S + s``), where messages
+    flow source -> target as in :class:`pipeline.model.ClassAttentiveDiffusion` (``push``:
+    row -> col, the authors' code; ``pull``: col -> row, the paper's Eq. 6). Per-edge values
+    (similarities, transitions) are kept in this matrix's CSR order.
+
+    Written by hand (each product with its backward) because neither PyG nor torch offers a
+    batched sparse product whose values differ per batch element; PyG's message passing
+    would write and read ``[E, S, C]`` tensors, which dominated a 100-seed epoch.
     """
 
-    def __init__(self, edge_index: Tensor, num_nodes: int, num_seeds: int, K: int, direction: str):
+    def __init__(self, edge_index: Tensor, num_nodes: int, num_seeds: int, direction: str):
         row, col = edge_index
         source, target = (row, col) if direction == "push" else (col, row)
         seeds = torch.arange(num_seeds, device=edge_index.device)
-        # value (e, s) sits at row target_e * S + s, column source_e * S + s
         out_rows = (target.view(-1, 1) * num_seeds + seeds).reshape(-1)
         in_cols = (source.view(-1, 1) * num_seeds + seeds).reshape(-1)
         self.forward_layout = _CSRLayout(out_rows, in_cols, num_nodes * num_seeds)
         self.backward_layout = _CSRLayout(in_cols, out_rows, num_nodes * num_seeds)
-        self.K = K
+        # where each value of the transposed matrix comes from in the forward CSR order
+        position = torch.empty_like(self.forward_layout.order)
+        position[self.forward_layout.order] = torch.arange(position.numel(), device=position.device)
+        self.transposed_from = position[self.backward_layout.order]
+        # the (node, seed) each entry's edge starts from (edge_index[0]): the group of Eqs. 4 and 8
+        self.row_group = self.forward_layout.col if direction == "push" else self.forward_layout.row
+        self.num_rows = num_nodes * num_seeds
 
-    def to(self, device) -> "BlockDiagonalDiffusion":
+    def to(self, device) -> "BlockDiagonalGraph":
         self.forward_layout.to(device)
         self.backward_layout.to(device)
+        self.transposed_from = self.transposed_from.to(device)
+        self.row_group = self.row_group.to(device)
         return self
 
-    def __call__(self, z: Tensor, edge_index: Tensor, transition: Tensor) -> Tensor:
-        # the K steps share one matrix: lay the values out once per forward pass
-        values = transition.reshape(-1)[self.forward_layout.order]  # autograd scatters back once
-        matrix = self.forward_layout.matrix(values.detach())
-        transposed = self.backward_layout.matrix(transition.detach().reshape(-1)[self.backward_layout.order])
+    def in_csr_order(self, per_edge: Tensor) -> Tensor:
+        """``[E, S]`` values in edge order -> the flat CSR order used here."""
+        return per_edge.reshape(-1)[self.forward_layout.order]
+
+    def pair_similarity(self, probs: Tensor) -> Tensor:
+        r""":math:`\mathbf{p}_i^\top \mathbf{p}_j` for every edge and seed (CSR order), as one
+        sampled product :math:`(P P^\top)` at the graph's entries."""
+        n, S, C = probs.shape
+        return _PairSimilarity.apply(probs.reshape(n * S, C), self)
+
+    def diffuse(self, z: Tensor, transition: Tensor, K: int) -> Tensor:
+        """K steps ``z <- T z`` (block-diagonal T, values in CSR order) on ``[N, S, C]``."""
         n, S, C = z.shape
-        out = _BlockDiagonalSteps.apply(z.reshape(n * S, C), values, matrix, transposed, self.K)
-        return out.view(n, S, C)
+        matrix = self.forward_layout.matrix(transition.detach())
+        transposed = self.backward_layout.matrix(transition.detach()[self.transposed_from])
+        return _BlockDiagonalSteps.apply(z.reshape(n * S, C), transition, matrix, transposed, K).view(n, S, C)
+
+
+class _PairSimilarity(torch.autograd.Function):
+    """values = sampled (P P^T); grad P = A_g P + A_g^T P with A_g holding the values' gradient."""
+
+    @staticmethod
+    def forward(ctx, probs: Tensor, graph: BlockDiagonalGraph) -> Tensor:
+        ctx.save_for_backward(probs)
+        ctx.graph = graph
+        pattern = graph.forward_layout.matrix(torch.zeros(graph.forward_layout.col.numel(), dtype=probs.dtype,
+                                                          device=probs.device))
+        return torch.sparse.sampled_addmm(pattern, probs, probs.t(), beta=0.0).values()
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (probs,) = ctx.saved_tensors
+        graph = ctx.graph
+        grad = grad.contiguous()
+        grad_probs = torch.sparse.mm(graph.forward_layout.matrix(grad), probs)
+        grad_probs = grad_probs + torch.sparse.mm(graph.backward_layout.matrix(grad[graph.transposed_from]), probs)
+        return grad_probs, None
 
 
 class _BlockDiagonalSteps(torch.autograd.Function):
@@ -231,8 +271,8 @@ class BatchedCADNet(torch.nn.Module):
         self.b1 = torch.nn.Parameter(torch.stack([m.embed1.bias.detach() for m in models]))
         self.w2 = torch.nn.Parameter(torch.stack([m.embed2.weight.detach().t() for m in models]))
         self.b2 = torch.nn.Parameter(torch.stack([m.embed2.bias.detach() for m in models]))
-        self.diffusion = BlockDiagonalDiffusion(edge_index, x.size(0), len(models), first.diffusion.K,
-                                                first.diffusion.direction)
+        self.graph = BlockDiagonalGraph(edge_index, x.size(0), len(models), first.diffusion.direction)
+        self.K = first.diffusion.K
         self.leak_slope = first.leak_slope
         self.p_drop = first.p_drop
         self.dropout_sites = first.dropout_sites
@@ -243,7 +283,7 @@ class BatchedCADNet(torch.nn.Module):
     def to(self, device):  # the feature layout is plain tensors, not buffers
         super().to(device)
         self.features.to(device)
-        self.diffusion.to(device)
+        self.graph.to(device)
         self.dense_x = self.dense_x.to(device)
         return self
 
@@ -257,13 +297,21 @@ class BatchedCADNet(torch.nn.Module):
         F_in, S, H = self.w1.shape
         return torch.sparse.mm(self.dense_x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
 
-    def forward(self, edge_index: Tensor) -> CADNetOutput:
+    def forward(self) -> CADNetOutput:
+        """The single-seed forward pass (:class:`pipeline.model.CADNet`) for every seed, with the
+        per-edge quantities of AdaCAD computed on the block-diagonal graph."""
         hidden = F.leaky_relu(self._first_layer() + self.b1, self.leak_slope)
         hidden = self._dropout(hidden, "hidden")
         logits = torch.einsum("nsh,shc->nsc", hidden, self.w2) + self.b2
         self_term = self._dropout(logits, "logits")
-        z, node_entropy, gamma = adacad(logits, self_term, edge_index, self.diffusion, self.beta)
-        return CADNetOutput(F.log_softmax(z, dim=-1), node_entropy, gamma)
+        probs = F.softmax(logits, dim=-1)  # Eq. (5)
+        n, S, _ = probs.shape
+        similarity = self.graph.pair_similarity(probs)
+        transition = transition_from_similarity(similarity, self.graph.row_group, n * S)  # Eq. (4)
+        gamma = adaptive_weight(similarity, self.graph.row_group, n * S, self.beta).view(n, S)  # Eqs. (8, 9)
+        z_cad = self.graph.diffuse(self_term, transition, self.K)  # Eq. (6)
+        z = interpolate(self_term, z_cad, gamma)  # Eq. (7)
+        return CADNetOutput(F.log_softmax(z, dim=-1), entropy(probs), gamma)
 
     def seed_slices(self, seeds: Tensor) -> list[Tensor]:
         """Copies of the given seeds' parameters (to restore frozen seeds after a step)."""

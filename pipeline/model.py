@@ -45,22 +45,26 @@ def class_attentive_transition(probs: Tensor, edge_index: Tensor) -> tuple[Tenso
     """
     row, col = edge_index
     similarity = (probs[row] * probs[col]).sum(dim=-1)
-    transition = softmax(similarity, row, num_nodes=probs.size(0), dim=0)
-    return transition, similarity
+    return transition_from_similarity(similarity, row, probs.size(0)), similarity
 
 
-def adaptive_weight(similarity: Tensor, edge_index: Tensor, num_nodes: int, beta: float) -> Tensor:
+def transition_from_similarity(similarity: Tensor, row: Tensor, num_nodes: int) -> Tensor:
+    """The softmax of Eq. (4) over each node's out-edges (edges grouped by their source ``row``)."""
+    return softmax(similarity, row, num_nodes=num_nodes, dim=0)
+
+
+def adaptive_weight(similarity: Tensor, row: Tensor, num_nodes: int, beta: float) -> Tensor:
     r"""Per-node weight :math:`\gamma_i` of the diffusion result, Eqs. (8) and (9).
 
     .. math::
         c_i = \frac{1}{\deg(i)} \sum_{j \in \mathcal{N}(i)} \mathbf{p}_i^\top \mathbf{p}_j,
         \qquad \gamma_i = \beta + (1 - \beta)\, c_i
 
-    A node without edges counts as degree 1 (so :math:`c_i = 0`). As in the authors' code,
-    no gradient flows through :math:`\gamma`. Returns ``[N]`` or ``[N, S]``.
+    ``similarity`` holds :math:`\mathbf{p}_i^\top\mathbf{p}_j` per edge and ``row`` each edge's
+    source i. A node without edges counts as degree 1 (so :math:`c_i = 0`). As in the authors'
+    code, no gradient flows through :math:`\gamma`. Returns ``[N]`` or ``[N, S]``.
     """
     with torch.no_grad():
-        row = edge_index[0]
         degree = torch.bincount(row, minlength=num_nodes).clamp(min=1)
         degree = degree.view(-1, *([1] * (similarity.dim() - 1))).to(similarity.dtype)
         c = scatter(similarity, row, dim=0, dim_size=num_nodes, reduce="sum") / degree
@@ -126,10 +130,15 @@ def adacad(
     """
     probs = F.softmax(logits, dim=-1)
     transition, similarity = class_attentive_transition(probs, edge_index)
-    gamma = adaptive_weight(similarity, edge_index, logits.size(0), beta).unsqueeze(-1)
+    gamma = adaptive_weight(similarity, edge_index[0], logits.size(0), beta)
     z_cad = diffusion(self_term, edge_index, transition)
-    z_adacad = (1.0 - gamma) * self_term + gamma * z_cad
-    return z_adacad, entropy(probs), gamma.squeeze(-1)
+    return interpolate(self_term, z_cad, gamma), entropy(probs), gamma
+
+
+def interpolate(z: Tensor, z_cad: Tensor, gamma: Tensor) -> Tensor:
+    r"""Eq. (7): :math:`(1 - \gamma_i) z_i + \gamma_i z_i^{(\mathrm{CAD})}` for every node."""
+    gamma = gamma.unsqueeze(-1)
+    return (1.0 - gamma) * z + gamma * z_cad
 
 
 def sparse_dropout(x: Tensor, p: float, training: bool) -> Tensor:

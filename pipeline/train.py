@@ -157,7 +157,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     del models
     splits = [split_masks(graph, hp, seed) for seed in seeds]
     masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
-    edge_index, y = graph["edge_index"].to(device), graph["y"].to(device)
+    y = graph["y"].to(device)
     torch.manual_seed(seeds[0])  # the chunk's dropout stream
     optimizer, scheduler = make_optimizer(net.parameters(), hp)
 
@@ -175,7 +175,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     for epoch in epoch_bar:
         net.train()
         optimizer.zero_grad()
-        out = net(edge_index)
+        out = net()
         per_seed_loss = masked_nll(out.log_probs, y, masks[0]) + hp["lambda_ent"] * out.entropy.mean(0)
         per_seed_loss.sum().backward()
         stopped = (~active).nonzero().view(-1)
@@ -186,7 +186,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
 
         net.eval()
         with torch.no_grad():
-            out = net(edge_index)
+            out = net()
             for part, mask in zip(parts, masks):
                 history[f"{part}_loss"].append(masked_nll(out.log_probs, y, mask))
                 history[f"{part}_acc"].append(masked_accuracy(out.log_probs, y, mask))

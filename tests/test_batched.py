@@ -102,7 +102,7 @@ def test_batched_model_starts_from_single_seed_weights_and_matches_its_forward()
         torch.manual_seed(seed)
         models.append(build_model(graph, hp))
     net = BatchedCADNet(models, graph["x"], graph["edge_index"]).eval()
-    out = net(graph["edge_index"])
+    out = net()
     for s, model in enumerate(models):
         single = model.eval()(graph["x"], graph["edge_index"])
         torch.testing.assert_close(out.log_probs[:, s], single.log_probs, rtol=1e-5, atol=1e-5)
@@ -141,25 +141,37 @@ def test_memory_estimate_grows_linearly_in_seeds():
 
 
 @pytest.mark.parametrize("direction", ["push", "pull"])
-def test_block_diagonal_diffusion_and_its_gradients_equal_message_passing(direction):
-    """The hand-written sparse diffusion (and its backward) against PyG message passing."""
-    from pipeline.batched import BlockDiagonalDiffusion
-    from pipeline.model import ClassAttentiveDiffusion, class_attentive_transition
+def test_block_diagonal_graph_and_its_gradients_equal_message_passing(direction):
+    """The hand-written sparse products (similarity, diffusion, and their backward) against
+    the single-seed functions of pipeline/model.py, in float64."""
+    from pipeline.batched import BlockDiagonalGraph
+    from pipeline.model import (ClassAttentiveDiffusion, adaptive_weight, class_attentive_transition,
+                                transition_from_similarity)
 
     graph = synthetic_graph(2)
-    S, K = 3, 2
+    edges, S, K = graph["edge_index"], 3, 2
     logits = torch.randn(N, S, CLASSES, dtype=torch.float64, requires_grad=True)
     z = torch.randn(N, S, CLASSES, dtype=torch.float64, requires_grad=True)
     weights = torch.randn(N, S, CLASSES, dtype=torch.float64)
+    block = BlockDiagonalGraph(edges, N, S, direction)
 
-    def run(diffusion):
-        transition, _ = class_attentive_transition(logits.softmax(-1), graph["edge_index"])
-        out = diffusion(z, graph["edge_index"], transition)
-        return [out] + list(torch.autograd.grad((out * weights).sum(), (z, logits)))
+    def reference():
+        transition, similarity = class_attentive_transition(logits.softmax(-1), edges)
+        out = ClassAttentiveDiffusion(K, direction)(z, edges, transition)
+        return out, block.in_csr_order(similarity), adaptive_weight(similarity, edges[0], N, 0.7)
 
-    block = run(BlockDiagonalDiffusion(graph["edge_index"], N, S, K, direction))
-    reference = run(ClassAttentiveDiffusion(K, direction))
-    for got, want in zip(block, reference):
+    def batched():
+        similarity = block.pair_similarity(logits.softmax(-1))
+        transition = transition_from_similarity(similarity, block.row_group, N * S)
+        out = block.diffuse(z, transition, K)
+        return out, similarity, adaptive_weight(similarity, block.row_group, N * S, 0.7).view(N, S)
+
+    results = []
+    for run in (batched, reference):
+        out, similarity, gamma = run()
+        grads = torch.autograd.grad((out * weights).sum(), (z, logits))
+        results.append([out, similarity, gamma, *grads])
+    for got, want in zip(*results):
         torch.testing.assert_close(got, want)
 
 

@@ -94,7 +94,7 @@ def test_unknown_direction_is_rejected():
 
 def test_gamma_formula_by_hand():
     _, similarity = class_attentive_transition(PATH_PROBS, PATH_EDGES)
-    gamma = adaptive_weight(similarity, PATH_EDGES, 4, beta=0.6)
+    gamma = adaptive_weight(similarity, PATH_EDGES[0], 4, beta=0.6)
     # c = [1/1, (1 + 0)/2, 0/1, 0 (isolated: degree counts as 1)]
     c = torch.tensor([1.0, 0.5, 0.0, 0.0])
     assert torch.allclose(gamma, 0.6 + 0.4 * c)
@@ -103,13 +103,13 @@ def test_gamma_formula_by_hand():
 def test_beta_one_gives_gamma_one_everywhere():
     edges = random_graph()
     _, similarity = class_attentive_transition(torch.randn(7, 4).softmax(-1), edges)
-    assert torch.equal(adaptive_weight(similarity, edges, 7, beta=1.0), torch.ones(7))
+    assert torch.equal(adaptive_weight(similarity, edges[0], 7, beta=1.0), torch.ones(7))
 
 
 def test_gamma_carries_no_gradient():
     logits = torch.randn(4, 2, requires_grad=True)
     _, similarity = class_attentive_transition(logits.softmax(-1), PATH_EDGES)
-    assert not adaptive_weight(similarity, PATH_EDGES, 4, 0.5).requires_grad
+    assert not adaptive_weight(similarity, PATH_EDGES[0], 4, 0.5).requires_grad
 
 
 def test_entropy_by_hand():
