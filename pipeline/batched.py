@@ -336,18 +336,24 @@ def masked_accuracy(log_probs: Tensor, y: Tensor, mask: Tensor) -> Tensor:
 
 def estimate_peak_bytes(nodes: int, directed_edges: int, features: int, feature_nnz: int,
                         classes: int, hidden: int, K: int, seeds: int) -> int:
-    """Rough peak memory of one training step of a chunk of ``seeds`` seeds.
+    """Rough peak memory (bytes) of one training step of a chunk of ``seeds`` seeds.
 
-    Counted (float32, int64 indices): the stacked parameters with their gradient and three
-    Adam(amsgrad) states; the stacked feature layout (index, value, dropped value per slot);
-    the first layer's output and what autograd keeps of the MLP (hidden activations and
-    masks); and the diffusion, whose K steps each keep the gathered messages ``[E, S, C]``
-    for the backward pass, plus the transition and similarity per edge and seed.
+    Counted, float32 values and int64 indices:
+    - the stacked parameters with their gradient and three Adam(amsgrad) states;
+    - :class:`StackedSparseFeatures`: per stored feature and seed, two indices in each of the
+      two layouts' orders (32 bytes with the value and its dropped copy);
+    - the MLP: about four ``[N, S, H]`` tensors (first-layer output, bias sum, activation and
+      what autograd keeps) and a few ``[N, S, C]`` ones;
+    - :class:`BlockDiagonalGraph`: per edge and seed, row, column and order of both CSR
+      layouts and the map between them (56 bytes), and about six per-edge values
+      (similarity, transition, softmax temporaries, gradients);
+    - the diffusion: the K steps' inputs kept for the backward pass, and the side-by-side
+      copies of inputs and gradients for the sampled product.
     """
-    S = seeds
-    params = (features * hidden + hidden + hidden * classes + classes) * S
-    optimizer = 5 * params  # weights, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
-    feature_layout = feature_nnz * S * (8 + 2 * BYTES_PER_FLOAT) // BYTES_PER_FLOAT
-    mlp = nodes * S * (4 * hidden + 6 * classes)
-    diffusion = directed_edges * S * (K * classes + 2 * classes + 4) + nodes * S * classes * (K + 4)
-    return BYTES_PER_FLOAT * (optimizer + feature_layout + mlp + diffusion)
+    S, f = seeds, BYTES_PER_FLOAT
+    params = 5 * f * (features * hidden + hidden + hidden * classes + classes) * S
+    feature_layout = 32 * feature_nnz * S
+    mlp = f * nodes * S * (4 * hidden + 8 * classes)
+    graph = (56 + 6 * f) * directed_edges * S
+    diffusion = 3 * f * K * nodes * S * classes
+    return params + feature_layout + mlp + graph + diffusion
