@@ -110,7 +110,7 @@ def test_batched_model_starts_from_single_seed_weights_and_matches_its_forward()
 
 
 def test_frozen_seed_is_restored_exactly():
-    graph, hp = synthetic_graph(), hparams()
+    graph = synthetic_graph()
     models = [CADNet(FEATURES, 4, CLASSES, 0.1, 0.0, [], 2, 0.5) for _ in range(3)]
     net = BatchedCADNet(models, graph["x"], graph["edge_index"])
     frozen = torch.tensor([1])
