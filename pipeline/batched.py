@@ -2,10 +2,10 @@ r"""Batched engine: S seeds of CAD-Net as one model (its training loop is
 :func:`pipeline.train.train_chunk`).
 
 Why: one seed of CAD-Net is a few small sparse products and scatters per epoch, so run one
-at a time most of the time goes to per-operation overhead. Here the S seeds' parameters are
+at a time much of the time goes to per-operation overhead. Here the S seeds' parameters are
 stacked (``W1: F x S x H``, ``W2: S x H x C``), every operation runs once for all of them,
-and the diffusion runs once over the shared edge list with node tensors ``[N, S, C]`` (the
-functions of :mod:`pipeline.model` accept that shape as they are).
+the first layer is one ``embedding_bag`` (:class:`StackedSparseFeatures`), and the per-edge
+work runs on one block-diagonal sparse matrix over all seeds (:class:`BlockDiagonalGraph`).
 
 What stays per seed, exactly as in the single-seed path (:func:`pipeline.train.train_seed`,
 the readable reference):
@@ -278,13 +278,13 @@ class BatchedCADNet(torch.nn.Module):
         self.dropout_sites = first.dropout_sites
         self.beta = first.beta
         self.features = StackedSparseFeatures(x, len(models))
-        self.dense_x = x.coalesce()
+        self.x = x.coalesce()
 
     def to(self, device):  # the feature layout is plain tensors, not buffers
         super().to(device)
         self.features.to(device)
         self.graph.to(device)
-        self.dense_x = self.dense_x.to(device)
+        self.x = self.x.to(device)
         return self
 
     def _dropout(self, x: Tensor, site: str) -> Tensor:
@@ -295,7 +295,7 @@ class BatchedCADNet(torch.nn.Module):
             return self.features.matmul(self.w1, self.p_drop, training=True)
         # no input dropout: all seeds share X, so one product with the seeds side by side
         F_in, S, H = self.w1.shape
-        return torch.sparse.mm(self.dense_x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
+        return torch.sparse.mm(self.x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
 
     def forward(self) -> CADNetOutput:
         """The single-seed forward pass (:class:`pipeline.model.CADNet`) for every seed, with the

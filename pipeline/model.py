@@ -7,8 +7,10 @@ order: (1) overview, (4) transition, (5) self-guided class distribution, (6) CAD
 ``eq:CAD``, the sixth numbered equation.
 
 Every function here accepts node tensors of shape ``[N, C]`` (one model) or ``[N, S, C]``
-(``S`` models trained side by side): the node axis is always first and the class axis last,
-so the same diffusion code serves the single-seed model below and the batched engine.
+(``S`` models side by side), node axis first and class axis last. The batched engine
+(:mod:`pipeline.batched`) reuses the softmax of Eq. (4), the weights of Eqs. (8)-(9), Eq. (7)
+and the entropy; it computes the per-edge products and the diffusion as sparse-matrix
+products of its own, which the tests check against the functions here.
 """
 from __future__ import annotations
 
