@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline.model import CADNet, CADNetOutput, adaptive_weight, entropy, interpolate, transition_from_similarity
+from pipeline.model import AdaCAD, CADNet, CADNetOutput, adaptive_weight, transition_from_similarity
 
 BYTES_PER_FLOAT = 4
 # CSR products are what this module is built on; torch's "beta" notice would repeat every run.
@@ -172,8 +172,12 @@ class BlockDiagonalGraph:
         position = torch.empty_like(self.forward_layout.order)
         position[self.forward_layout.order] = torch.arange(position.numel(), device=position.device)
         self.transposed_from = position[self.backward_layout.order]
-        # the (node, seed) each entry's edge starts from (edge_index[0]): the group of Eqs. 4 and 8
-        self.row_group = self.forward_layout.col if direction == "push" else self.forward_layout.row
+        # the (node, seed) each entry's edge starts from (edge_index[0] = i: the group of Eqs. 4
+        # and 8) and where it ends (edge_index[1] = j)
+        self.push = direction == "push"
+        self.row_group = self.forward_layout.col if self.push else self.forward_layout.row
+        self.col_group = self.forward_layout.row if self.push else self.forward_layout.col
+        self.num_nodes, self.num_seeds = num_nodes, num_seeds
         self.num_rows = num_nodes * num_seeds
 
     def to(self, device) -> "BlockDiagonalGraph":
@@ -181,17 +185,39 @@ class BlockDiagonalGraph:
         self.backward_layout.to(device)
         self.transposed_from = self.transposed_from.to(device)
         self.row_group = self.row_group.to(device)
+        self.col_group = self.col_group.to(device)
         return self
 
     def in_csr_order(self, per_edge: Tensor) -> Tensor:
         """``[E, S]`` values in edge order -> the flat CSR order used here."""
         return per_edge.reshape(-1)[self.forward_layout.order]
 
+    # -- the graph interface of pipeline.model.AdaCAD (as pipeline.model.EdgeListGraph)
+
+    def edge_products(self, a: Tensor, b: Tensor) -> Tensor:
+        r""":math:`\mathbf{a}_i^\top \mathbf{b}_j` for every edge i -> j and seed (CSR order), as
+        one sampled product at the graph's entries (CSR rows are targets of the messages)."""
+        n, S, _ = a.shape
+        a, b = a.reshape(n * S, -1), b.reshape(n * S, -1)
+        return _SampledProduct.apply(b, a, self) if self.push else _SampledProduct.apply(a, b, self)
+
     def pair_similarity(self, probs: Tensor) -> Tensor:
-        r""":math:`\mathbf{p}_i^\top \mathbf{p}_j` for every edge and seed (CSR order), as one
-        sampled product :math:`(P P^\top)` at the graph's entries."""
-        n, S, C = probs.shape
-        return _PairSimilarity.apply(probs.reshape(n * S, C), self)
+        r""":math:`\mathbf{p}_i^\top \mathbf{p}_j` for every edge and seed (CSR order)."""
+        return self.edge_products(probs, probs)
+
+    def at_source(self, x: Tensor) -> Tensor:
+        """``[N, S]`` node values at each entry's i (edge_index[0])."""
+        return x.reshape(-1)[self.row_group]
+
+    def at_target(self, x: Tensor) -> Tensor:
+        return x.reshape(-1)[self.col_group]
+
+    def out_softmax(self, scores: Tensor) -> Tensor:
+        return transition_from_similarity(scores, self.row_group, self.num_rows)  # Eq. (4)
+
+    def adaptive_weight(self, similarity: Tensor, beta: float) -> Tensor:
+        gamma = adaptive_weight(similarity, self.row_group, self.num_rows, beta)  # Eqs. (8, 9)
+        return gamma.view(self.num_nodes, self.num_seeds)
 
     def diffuse(self, z: Tensor, transition: Tensor, K: int) -> Tensor:
         """K steps ``z <- T z`` (block-diagonal T, values in CSR order) on ``[N, S, C]``."""
@@ -201,25 +227,26 @@ class BlockDiagonalGraph:
         return _BlockDiagonalSteps.apply(z.reshape(n * S, C), transition, matrix, transposed, K).view(n, S, C)
 
 
-class _PairSimilarity(torch.autograd.Function):
-    """values = sampled (P P^T); grad P = A_g P + A_g^T P with A_g holding the values' gradient."""
+class _SampledProduct(torch.autograd.Function):
+    """values = (L R^T) sampled at the CSR entries (row r, col c): L_r . R_c.
+    grad L = A_g R and grad R = A_g^T L, with A_g holding the values' gradient."""
 
     @staticmethod
-    def forward(ctx, probs: Tensor, graph: BlockDiagonalGraph) -> Tensor:
-        ctx.save_for_backward(probs)
+    def forward(ctx, left: Tensor, right: Tensor, graph: BlockDiagonalGraph) -> Tensor:
+        ctx.save_for_backward(left, right)
         ctx.graph = graph
-        pattern = graph.forward_layout.matrix(torch.zeros(graph.forward_layout.col.numel(), dtype=probs.dtype,
-                                                          device=probs.device))
-        return torch.sparse.sampled_addmm(pattern, probs, probs.t(), beta=0.0).values()
+        pattern = graph.forward_layout.matrix(torch.zeros(graph.forward_layout.col.numel(), dtype=left.dtype,
+                                                          device=left.device))
+        return torch.sparse.sampled_addmm(pattern, left, right.t(), beta=0.0).values()
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        (probs,) = ctx.saved_tensors
+        left, right = ctx.saved_tensors
         graph = ctx.graph
         grad = grad.contiguous()
-        grad_probs = torch.sparse.mm(graph.forward_layout.matrix(grad), probs)
-        grad_probs = grad_probs + torch.sparse.mm(graph.backward_layout.matrix(grad[graph.transposed_from]), probs)
-        return grad_probs, None
+        grad_left = torch.sparse.mm(graph.forward_layout.matrix(grad), right)
+        grad_right = torch.sparse.mm(graph.backward_layout.matrix(grad[graph.transposed_from]), left)
+        return grad_left, grad_right, None
 
 
 class _BlockDiagonalSteps(torch.autograd.Function):
@@ -256,71 +283,67 @@ class _BlockDiagonalSteps(torch.autograd.Function):
 class BatchedCADNet(torch.nn.Module):
     """S copies of :class:`pipeline.model.CADNet` with stacked parameters.
 
-    Built from S single-seed models, so each seed starts from the single-seed path's weights.
-    The forward pass returns :class:`CADNetOutput` with shapes ``[N, S, C]``, ``[N, S]``,
-    ``[N, S]``.
+    Built from S single-seed models, so each seed starts from the single-seed path's weights;
+    the aggregation is the same :class:`pipeline.model.AdaCAD` operator, run on a
+    :class:`BlockDiagonalGraph` with the seeds' learned parameters stacked. The forward pass
+    returns :class:`CADNetOutput` with shapes ``[N, S, C]``, ``[S]``, ``[N, S]``.
     """
 
-    # which axis of each parameter is the seed axis (for freezing stopped seeds)
-    SEED_AXIS = {"w1": 1, "b1": 0, "w2": 0, "b2": 0}
+    # the seed axis of each parameter, where it is not the first (for freezing stopped seeds)
+    SEED_AXIS = {"w1": 1}
 
     def __init__(self, models: list[CADNet], x: Tensor, edge_index: Tensor):
         super().__init__()
-        first = models[0]
+        self.cfg = cfg = models[0].cfg
         self.w1 = torch.nn.Parameter(torch.stack([m.embed1.weight.detach().t() for m in models], dim=1))
         self.b1 = torch.nn.Parameter(torch.stack([m.embed1.bias.detach() for m in models]))
         self.w2 = torch.nn.Parameter(torch.stack([m.embed2.weight.detach().t() for m in models]))
         self.b2 = torch.nn.Parameter(torch.stack([m.embed2.bias.detach() for m in models]))
-        self.graph = BlockDiagonalGraph(edge_index, x.size(0), len(models), first.diffusion.direction)
-        self.K = first.diffusion.K
-        self.leak_slope = first.leak_slope
-        self.p_drop = first.p_drop
-        self.dropout_sites = first.dropout_sites
-        self.beta = first.beta
+        self.aggregate = AdaCAD(cfg.aggregation, cfg.num_classes, len(models), fixed=models[0].aggregate.fixed)
+        with torch.no_grad():  # each seed's own attention parameters (gat, tf), stacked
+            for name, stacked in self.aggregate.named_parameters():
+                stacked.copy_(torch.cat([dict(m.aggregate.named_parameters())[name] for m in models]))
+        self.graph = None  # not needed (nor its memory, edges x seeds) by graph-only aggregations
+        if self.aggregate.needs_edge_values:
+            self.graph = BlockDiagonalGraph(edge_index, x.size(0), len(models), cfg.aggregation.direction)
         self.features = StackedSparseFeatures(x, len(models))
         self.x = x.coalesce()
 
-    def to(self, device):  # the feature layout is plain tensors, not buffers
+    def to(self, device):  # the feature layout and the graph are plain tensors, not buffers
         super().to(device)
         self.features.to(device)
-        self.graph.to(device)
+        if self.graph is not None:
+            self.graph.to(device)
         self.x = self.x.to(device)
         return self
 
     def _dropout(self, x: Tensor, site: str) -> Tensor:
-        return dropout(x, self.p_drop) if self.training and site in self.dropout_sites else x
+        return dropout(x, self.cfg.p_drop) if self.training and site in self.cfg.dropout_sites else x
 
     def _first_layer(self) -> Tensor:
-        if self.training and "input" in self.dropout_sites and self.p_drop > 0:
-            return self.features.matmul(self.w1, self.p_drop, training=True)
+        if self.training and "input" in self.cfg.dropout_sites and self.cfg.p_drop > 0:
+            return self.features.matmul(self.w1, self.cfg.p_drop, training=True)
         # no input dropout: all seeds share X, so one product with the seeds side by side
         F_in, S, H = self.w1.shape
         return torch.sparse.mm(self.x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
 
     def forward(self) -> CADNetOutput:
-        """The single-seed forward pass (:class:`pipeline.model.CADNet`) for every seed, with the
-        per-edge quantities of AdaCAD computed on the block-diagonal graph."""
-        hidden = F.leaky_relu(self._first_layer() + self.b1, self.leak_slope)
+        """The single-seed forward pass (:class:`pipeline.model.CADNet`) for every seed."""
+        hidden = F.leaky_relu(self._first_layer() + self.b1, self.cfg.leak_slope)
         hidden = self._dropout(hidden, "hidden")
         logits = torch.einsum("nsh,shc->nsc", hidden, self.w2) + self.b2
         self_term = self._dropout(logits, "logits")
-        probs = F.softmax(logits, dim=-1)  # Eq. (5)
-        n, S, _ = probs.shape
-        similarity = self.graph.pair_similarity(probs)
-        transition = transition_from_similarity(similarity, self.graph.row_group, n * S)  # Eq. (4)
-        gamma = adaptive_weight(similarity, self.graph.row_group, n * S, self.beta).view(n, S)  # Eqs. (8, 9)
-        z_cad = self.graph.diffuse(self_term, transition, self.K)  # Eq. (6)
-        z = interpolate(self_term, z_cad, gamma)  # Eq. (7)
-        return CADNetOutput(F.log_softmax(z, dim=-1), entropy(probs), gamma)
+        z, node_entropy, gamma = self.aggregate(logits, self_term, self.graph)
+        return CADNetOutput(F.log_softmax(z, dim=-1), self.cfg.lambda_ent * node_entropy.mean(0), gamma)
 
     def seed_slices(self, seeds: Tensor) -> list[Tensor]:
         """Copies of the given seeds' parameters (to restore frozen seeds after a step)."""
-        return [getattr(self, n).detach().index_select(a, seeds).clone() for n, a in self.SEED_AXIS.items()]
+        return [p.detach().index_select(self.SEED_AXIS.get(n, 0), seeds).clone() for n, p in self.named_parameters()]
 
     def restore_seed_slices(self, seeds: Tensor, saved: list[Tensor]) -> None:
         with torch.no_grad():
-            for (name, axis), values in zip(self.SEED_AXIS.items(), saved):
-                getattr(self, name).index_copy_(axis, seeds, values)
+            for (name, param), values in zip(self.named_parameters(), saved):
+                param.index_copy_(self.SEED_AXIS.get(name, 0), seeds, values)
 
 
 def masked_nll(log_probs: Tensor, y: Tensor, mask: Tensor) -> Tensor:

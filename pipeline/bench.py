@@ -32,7 +32,9 @@ from torch_geometric.nn import APPNP
 
 from pipeline import config
 from pipeline.batched import estimate_peak_bytes
-from pipeline.preprocess import load_graph, per_class_split
+from pipeline.methods import REGISTRY
+from pipeline.preprocess import load_graph
+from pipeline.splits import per_class_split
 from pipeline.stats import load_paper
 from pipeline.train import chunk_size, make_optimizer, resolve_device, train_chunk, train_seed
 
@@ -120,9 +122,9 @@ def measure(dataset: str, params: dict, epochs: int, device: torch.device) -> di
     graph = bench_graph(dataset, hp)
     hp_short = dict(hp, epochs=epochs)
     train_seed(graph, dict(hp_short, epochs=1), 0, device)  # warm-up
-    single = statistics.median(train_seed(graph, hp_short, s, device)["ms_per_epoch"] for s in range(2))
+    single = statistics.median(train_seed(graph, hp_short, s, device)["ms_per_seed_epoch"] for s in range(2))
     S = chunk_size(graph, hp, params, RUNS)
-    batched = train_chunk(graph, hp_short, list(range(S)), device)[0]["ms_per_epoch"]
+    batched = train_chunk(graph, hp_short, list(range(S)), device)[0]["ms_per_seed_epoch"]
     appnp = time_appnp(graph, hp, epochs, device)
     chunks = math.ceil(RUNS / S)
     sizes = sizes_of(graph, hp)
@@ -193,6 +195,21 @@ def profile_epoch(params: dict, device: torch.device, rows: int = 15) -> str:
     return prof.key_averages().table(sort_by=key, row_limit=rows)
 
 
+def measure_variants(dataset: str, params: dict, epochs: int, device: torch.device) -> list[dict]:
+    """Batched ms per seed-epoch of every registry method with CAD-Net's network, one chunk,
+    beside CAD-Net's in the same run (the ratio is what carries across machines)."""
+    graph = load_graph(dataset) if dataset in REAL else synthetic_graph(dataset, config.hparams_for(params, dataset))
+    rows = []
+    for method in REGISTRY:
+        hp = dict(config.hparams_for(params, dataset, method), early_stop_window=0, epochs=epochs)
+        S = chunk_size(graph, hp, params, RUNS)
+        train_chunk(graph, dict(hp, epochs=1), list(range(S)), device, method)  # warm-up (and GDC's matrix)
+        ms = train_chunk(graph, hp, list(range(S)), device, method)[0]["ms_per_seed_epoch"]
+        rows.append({"method": method, "ms": ms, "chunk": S})
+        print(f"{dataset}/{method}: {ms:.2f} ms/seed-epoch (chunk {S})", flush=True)
+    return rows
+
+
 def machine(device: torch.device) -> str:
     cpu = platform.processor() or "unknown CPU"
     if Path("/proc/cpuinfo").exists():
@@ -204,7 +221,8 @@ def machine(device: torch.device) -> str:
     return text
 
 
-def report(rows: list[dict], memory: dict, profile_text: str, device: torch.device, epochs: int) -> str:
+def report(rows: list[dict], memory: dict, profile_text: str, device: torch.device, epochs: int,
+           variants: dict[str, list[dict]]) -> str:
     lines = [
         f"## {device.type.upper()}: {machine(device)}",
         "",
@@ -229,6 +247,12 @@ def report(rows: list[dict], memory: dict, profile_text: str, device: torch.devi
         name = r["dataset"].split()[0]
         measured = f"{memory[name]:.2f} GiB" if name in memory else "-"
         lines.append(f"| {r['dataset']} | {r['estimate_100_gb']:.2f} GiB | {measured} | {r['chunk']} | {r['estimate_chunk_gb']:.2f} GiB |")
+    for dataset, variant_rows in variants.items():
+        cadnet_ms = next(r["ms"] for r in variant_rows if r["method"] == "cadnet")
+        lines += ["", f"Every method of the registry on {dataset}, batched engine, one chunk each (ms per seed-epoch,",
+                  "ratio to CAD-Net in the same run):", "",
+                  "| method | ms / seed-epoch | / cadnet | chunk |", "|---|---|---|---|"]
+        lines += [f"| {r['method']} | {r['ms']:.2f} | {r['ms'] / cadnet_ms:.2f} | {r['chunk']} |" for r in variant_rows]
     lines += ["", f"Profile of the batched engine on Cora: one chunk of 100 seeds, {PROFILE_EPOCHS} epochs (training step",
               "+ eval pass each), building the stacked model and sparse layouts included once:", "",
               "```", profile_text, "```", ""]
@@ -239,6 +263,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per measurement")
     parser.add_argument("--datasets", nargs="+", default=list(config.DATASETS))
+    parser.add_argument("--variants-on", nargs="*", default=["cora"],
+                        help="datasets on which to time every registry method (none: skip)")
     parser.add_argument("--out", type=Path, default=Path("reports/bench.md"))
     args = parser.parse_args(argv)
     for name in args.datasets:
@@ -255,7 +281,8 @@ def main(argv: list[str]) -> None:
               f"b/c {r['batched_ms'] / r['appnp_ms']:.3f}", flush=True)
     memory = {d: measured_peak_gb(d, device) for d in REAL if d in args.datasets}
     profile_text = profile_epoch(params, device) if "cora" in args.datasets else "(cora not benchmarked)"
-    text = report(rows, memory, profile_text, device, args.epochs)
+    variants = {d: measure_variants(d, params, args.epochs, device) for d in args.variants_on}
+    text = report(rows, memory, profile_text, device, args.epochs, variants)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -14,25 +14,25 @@ from typing import Any
 
 import yaml
 
-PARAMS_FILE = Path("params.yaml")
+from pipeline.methods import REGISTRY
+from pipeline.paths import PARAMS_FILE
 
 DATASETS = ("citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics")
-# Methods the train stage knows: each is CAD-Net with some hyperparameters fixed, applied
-# after the table and the global overrides. Baselines and ablations join here later.
-METHODS: dict[str, dict] = {
-    "cadnet": {},  # as params.yaml says (direction push: the authors' code)
-    "cadnet_pull": {"direction": "pull"},  # the paper's Eq. (6) direction, reported beside it
-}
+METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
 SPLITS = ("public", "per_class")
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("batched", "single")
-TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "device", "engine", "seed_chunk", "memory_budget_gb",
-                  "n_jobs", "hparams")
+TRANSITIONS = ("cad", "rw", "symna", "gat", "tf")
+PROPAGATIONS = ("steps", "ppr", "heat")
+WEIGHTINGS = ("adaptive", "none")
+TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "variants", "device", "engine", "seed_chunk",
+                  "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
 
-# One rule per hyperparameter: (check, description of the allowed values).
-HPARAM_RULES: dict[str, tuple[Any, str]] = {
+# One rule per hyperparameter of CAD-Net's table: (check, description of the allowed values).
+# Every row of `hparams` has all of them; each has a global override of the same name.
+TABLE_RULES: dict[str, tuple[Any, str]] = {
     "hidden": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "leak_slope": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
     "p_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
@@ -56,6 +56,18 @@ HPARAM_RULES: dict[str, tuple[Any, str]] = {
     "train_per_class": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "val_per_class": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
 }
+# The parts of the aggregation (pipeline.model.AdaCAD), fixed by each method's registry entry,
+# and the methods' own hyperparameters (params.yaml `method_hparams`).
+METHOD_RULES: dict[str, tuple[Any, str]] = {
+    "transition": (lambda v: v in TRANSITIONS, f"one of {list(TRANSITIONS)}"),
+    "propagation": (lambda v: v in PROPAGATIONS, f"one of {list(PROPAGATIONS)}"),
+    "weighting": (lambda v: v in WEIGHTINGS, f"one of {list(WEIGHTINGS)}"),
+    "ppr_alpha": (lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)"),
+    "heat_t": (lambda v: _is_num(v) and v > 0, "a number > 0"),
+    "diffusion_topk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "attention_slope": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
+}
+HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
 
 
 class PipelineError(Exception):
@@ -89,7 +101,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     if not path.exists():
         raise ConfigError(f"{path}: file not found (run from the project root)")
     params = yaml.safe_load(path.read_text()) or {}
-    known = {*TOP_LEVEL_KEYS, *HPARAM_RULES}
+    known = {*TOP_LEVEL_KEYS, *TABLE_RULES}
     unknown = sorted(set(params) - known)
     if unknown:  # a typo such as `betta: 0.9` would otherwise be ignored silently
         raise ConfigError(f"{unknown[0]}: unknown key in {path}; allowed keys: {', '.join(sorted(known))}")
@@ -100,10 +112,9 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     for name in params["datasets"]:
         check_choice("datasets", name, DATASETS)
     for name in params["methods"]:
-        check_choice("methods", name, tuple(METHODS))
-    runs = params.get("runs")
-    if not (_is_int(runs) and runs >= 1):
-        raise ConfigError(f"runs: got {runs!r}; allowed values: an integer >= 1")
+        check_choice("methods", name, METHODS)
+    _check_runs("runs", params.get("runs"))
+    _check_variants(params)
     check_choice("device", params.get("device", "auto"), DEVICES)
     check_choice("engine", params.get("engine", "batched"), ENGINES)
     chunk = params.get("seed_chunk", "auto")
@@ -121,10 +132,65 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
         raise ConfigError("hparams: missing per-dataset hyperparameter table")
     for name in table:
         check_choice("hparams", name, DATASETS)
-    for key in HPARAM_RULES:
+    for key in TABLE_RULES:
         if params.get(key) is not None:
             _check_hparam(key, key, params[key])
+    own = params.get("method_hparams") or {}
+    if not isinstance(own, dict):
+        raise ConfigError("method_hparams: must be a mapping of method name to its hyperparameters")
+    for name in own:
+        check_choice("method_hparams", name, METHODS)
     return params
+
+
+def _check_runs(where: str, runs: Any) -> None:
+    if not (_is_int(runs) and runs >= 1):
+        raise ConfigError(f"{where}: got {runs!r}; allowed values: an integer >= 1")
+
+
+def _check_variants(params: dict) -> None:
+    """The `variants` study (Table 3, appendix B.3): its own datasets, methods and runs.
+
+    Its methods must differ from the main `methods`: both studies' train stages write
+    data/runs/<dataset>/<method>, and one folder cannot be the output of two stages."""
+    variants = params.get("variants")
+    if variants is None:
+        params["variants"] = {"datasets": [], "methods": [], "runs": {}}
+        return
+    if not isinstance(variants, dict) or set(variants) - {"datasets", "methods", "runs"}:
+        raise ConfigError("variants: must be a mapping with keys datasets, methods, runs")
+    for key in ("datasets", "methods"):
+        if not isinstance(variants.get(key), list):
+            raise ConfigError(f"variants.{key}: must be a list")
+    for name in variants["datasets"]:
+        check_choice("variants.datasets", name, DATASETS)
+        if name not in params["datasets"]:  # only selected datasets are downloaded and preprocessed
+            raise ConfigError(f"variants.datasets: {name!r} is not in datasets; add it there or drop it here")
+    for name in variants["methods"]:
+        check_choice("variants.methods", name, METHODS)
+        if name in params["methods"]:
+            raise ConfigError(f"variants.methods: {name!r} is also in methods; list each method in one study only")
+    runs = variants.get("runs") or {}
+    if not isinstance(runs, dict):
+        raise ConfigError("variants.runs: must map a dataset to its number of runs (others use `runs`)")
+    for name, value in runs.items():
+        check_choice("variants.runs", name, DATASETS)
+        _check_runs(f"variants.runs.{name}", value)
+
+
+def runs_for(params: dict, dataset: str, method: str) -> int:
+    """Seeds of one cell: `runs`, or for a method of the variants study `variants.runs.<dataset>`."""
+    variants = params["variants"]
+    if method in variants["methods"]:
+        return variants["runs"].get(dataset, params["runs"])
+    return params["runs"]
+
+
+def cells(params: dict) -> list[tuple[str, str]]:
+    """Every (dataset, method) pair that the selected studies train, in table order."""
+    main = [(d, m) for d in params["datasets"] for m in params["methods"]]
+    variants = params["variants"]
+    return main + [(d, m) for d in variants["datasets"] for m in variants["methods"]]
 
 
 def _check_hparam(where: str, key: str, value: Any) -> None:
@@ -134,19 +200,22 @@ def _check_hparam(where: str, key: str, value: Any) -> None:
 
 
 def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
-    """The hyperparameters one dataset trains with: its table row, then the global
-    overrides, then what the method fixes."""
+    """The hyperparameters one (dataset, method) trains with, in this order: the dataset's row
+    of CAD-Net's table, the global overrides, what the method's registry entry fixes, and the
+    method's own keys (`method_hparams.<method>`, where `method_hparams.<method>.<dataset>`
+    overrides the method's default)."""
     check_choice("dataset", dataset, DATASETS)
+    check_choice("method", method, METHODS)
     row = params["hparams"].get(dataset)
     if row is None:
         raise ConfigError(f"hparams.{dataset}: missing from params.yaml")
-    unknown = sorted(set(row) - set(HPARAM_RULES))
+    unknown = sorted(set(row) - set(TABLE_RULES))
     if unknown:
         raise ConfigError(
-            f"hparams.{dataset}.{unknown[0]}: unknown key; allowed keys: {', '.join(HPARAM_RULES)}"
+            f"hparams.{dataset}.{unknown[0]}: unknown key; allowed keys: {', '.join(TABLE_RULES)}"
         )
     resolved = {}
-    for key in HPARAM_RULES:
+    for key in TABLE_RULES:
         if params.get(key) is not None:
             resolved[key] = params[key]
         elif key in row:
@@ -154,8 +223,32 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         else:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
         _check_hparam(f"hparams.{dataset}.{key}", key, resolved[key])
-    check_choice("method", method, tuple(METHODS))
-    return {**resolved, **METHODS[method]}
+    entry = REGISTRY[method]
+    resolved.update(entry.fixed)
+    resolved.update(_own_hparams(params, dataset, method))
+    for key in METHOD_RULES:
+        if key in resolved:
+            _check_hparam(f"{method}.{key}", key, resolved[key])
+    return resolved
+
+
+def _own_hparams(params: dict, dataset: str, method: str) -> dict:
+    """The method's own keys from `method_hparams.<method>` (per-dataset values win)."""
+    allowed = REGISTRY[method].own_keys
+    own = (params.get("method_hparams") or {}).get(method) or {}
+    per_dataset = own.get(dataset) or {}
+    for where, mapping in ((f"method_hparams.{method}", own), (f"method_hparams.{method}.{dataset}", per_dataset)):
+        for key in mapping:
+            if key not in allowed and not (mapping is own and key in DATASETS):
+                raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(allowed) or 'none'}")
+    values = {}
+    for key in allowed:
+        value = per_dataset.get(key, own.get(key))
+        if value is None:
+            raise ConfigError(f"method_hparams.{method}.{key}: missing")
+        _check_hparam(f"method_hparams.{method}.{key}", key, value)
+        values[key] = value
+    return values
 
 
 def fingerprint(*parts: Any) -> str:

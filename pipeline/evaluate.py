@@ -9,20 +9,21 @@ weights gamma over nodes at each seed's selected epoch); and, in ``data/eval/<da
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pipeline import config
-from pipeline.train import RUNS_ROOT, load_seed, seed_file
+import torch
 
-EVAL_ROOT = Path("reports/eval")
-HISTORY_ROOT = Path("data/eval")
+from pipeline import config
+from pipeline.paths import EVAL_ROOT, HISTORY_ROOT, RUNS_ROOT, seed_file
+
 GAMMA_BINS = 50
+# ms_per_seed_epoch: wall time of an epoch (training step and eval pass) divided by the seeds
+# trained together; one seed at a time, simply the epoch's wall time.
 PER_SEED_COLUMNS = [
     "seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run",
-    "ms_per_epoch", "gamma_mean",
+    "ms_per_seed_epoch", "gamma_mean",
 ]
 
 
@@ -34,7 +35,7 @@ def load_records(dataset: str, method: str, runs: int) -> list[dict]:
         path = seed_file(run_dir, seed)
         if not path.exists():
             raise config.DataError(f"{path}: missing; run `dvc repro train@{dataset}-{method}`")
-        records.append(load_seed(path))
+        records.append(torch.load(path, weights_only=False))
     return records
 
 
@@ -72,7 +73,7 @@ def summarize(table: pd.DataFrame) -> dict:
     return {
         "runs": int(len(table)),
         "test_acc": {"mean": round(float(acc.mean()), 4), "std": round(float(acc.std(ddof=1)) if len(acc) > 1 else 0.0, 4)},
-        "ms_per_epoch": round(float(table["ms_per_epoch"].mean()), 3),
+        "ms_per_seed_epoch": round(float(table["ms_per_seed_epoch"].mean()), 3),
         "epochs_run": round(float(table["epochs_run"].mean()), 2),
     }
 
@@ -82,10 +83,10 @@ def main(argv: list[str]) -> None:
         raise config.ConfigError("usage: python -m pipeline.evaluate <dataset> [<method>]")
     dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
     config.check_choice("dataset", dataset, config.DATASETS)
-    config.check_choice("method", method, tuple(config.METHODS))
+    config.check_choice("method", method, config.METHODS)
     params = config.load_params()
 
-    records = load_records(dataset, method, params["runs"])
+    records = load_records(dataset, method, config.runs_for(params, dataset, method))
     table = per_seed_table(records)
     out_dir = EVAL_ROOT / dataset
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,12 @@ so ``dvc plots show`` renders them offline):
   mean ± std band (Table 2);
 - ``<dataset>_gamma.png``: histogram of the adaptive weight gamma over nodes at the selected
   epoch (the paper's Fig. B.3), all seeds pooled and seed 0 alone;
-- ``<dataset>_loss.png``: training and validation loss over epochs (the paper's Fig. B.1),
-  mean over seeds with the 10-90% band.
+- ``<dataset>_loss.png``: training and validation loss over epochs, mean over seeds with the
+  10-90% band;
+and, where the variants study (Table 3) ran:
+- ``<dataset>_table3.png``: each aggregation's mean ± std beside the paper's (Table 3);
+- ``citeseer_val_loss_cadnet_vs_rw.png``: validation loss of CAD-Net and RW on CiteSeer over
+  epochs (the paper's Fig. B.1).
 """
 from __future__ import annotations
 
@@ -20,10 +24,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
-from pipeline.evaluate import EVAL_ROOT, HISTORY_ROOT  # noqa: E402
-from pipeline.stats import DEFAULT_METHOD, load_paper  # noqa: E402
+from pipeline.methods import REGISTRY, TABLE3_ROWS  # noqa: E402
+from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, HISTORY_ROOT  # noqa: E402
+from pipeline.stats import load_paper, paper_row  # noqa: E402
 
-FIGURES_ROOT = Path("reports/figures")
+DEFAULT_METHOD = "cadnet"
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -72,22 +77,61 @@ def loss_figure(dataset: str, method: str):
     return fig
 
 
+def table3_figure(dataset: str, methods: list[str], paper: dict):
+    """Each aggregation's mean ± std (ours) beside the paper's, Table 3's rows in order."""
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for k, method in enumerate(methods):
+        acc = 100 * _read(EVAL_ROOT / dataset / f"{method}.csv")["test_acc"]
+        ours = ax.errorbar(k - 0.12, acc.mean(), yerr=acc.std(ddof=1) if len(acc) > 1 else 0, fmt="o",
+                           color="tab:blue", capsize=3)
+        row = paper_row(paper, dataset, method)
+        if row is not None:
+            theirs = ax.errorbar(k + 0.12, row[0], yerr=row[1], fmt="s", color="tab:gray", capsize=3)
+    ax.set_xticks(range(len(methods)),
+                  ["AdaCAD" if m == DEFAULT_METHOD else REGISTRY[m].label for m in methods], rotation=30)
+    ax.legend([ours, theirs], ["ours (mean ± std)", "paper (Table 3)"], fontsize=8, loc="lower right")
+    ax.set(ylabel="test accuracy (%)", title=f"{dataset}: aggregation methods in the same CAD-Net")
+    return fig
+
+
+def validation_loss_figure(dataset: str, methods: list[str]):
+    """The paper's Fig. B.1: validation loss over epochs, mean over seeds (a seed that stopped
+    early leaves the mean from then on), with its 10-90% band."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for method in methods:
+        by_epoch = _read(HISTORY_ROOT / dataset / f"{method}_history.csv").groupby("epoch")["val_loss"]
+        label = "CAD-Net" if method == DEFAULT_METHOD else REGISTRY[method].label
+        line = ax.plot(by_epoch.mean().index, by_epoch.mean(), label=f"{label} (mean over seeds)")
+        ax.fill_between(by_epoch.mean().index, by_epoch.quantile(0.1), by_epoch.quantile(0.9),
+                        color=line[0].get_color(), alpha=0.2)
+    ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{dataset}: validation loss (paper Fig. B.1)")
+    ax.legend(fontsize=8)
+    return fig
+
+
 def main(argv: list[str]) -> None:
     params = config.load_params()
     paper = load_paper()
     FIGURES_ROOT.mkdir(parents=True, exist_ok=True)
     # gamma and loss curves for one method: CAD-Net itself unless it is not selected
     main_method = DEFAULT_METHOD if DEFAULT_METHOD in params["methods"] else params["methods"][0]
+    figures = {}
     for dataset in params["datasets"]:
-        figures = {
-            "accuracy": accuracy_figure(dataset, params["methods"], paper["table2"][DEFAULT_METHOD][dataset]),
-            "gamma": gamma_figure(dataset, main_method),
-            "loss": loss_figure(dataset, main_method),
-        }
-        for name, fig in figures.items():
-            fig.savefig(FIGURES_ROOT / f"{dataset}_{name}.png", dpi=110, bbox_inches="tight")
-            plt.close(fig)
-    print(f"wrote {3 * len(params['datasets'])} figures to {FIGURES_ROOT}/")
+        figures[f"{dataset}_accuracy"] = accuracy_figure(dataset, params["methods"],
+                                                         paper["table2"][DEFAULT_METHOD][dataset])
+        figures[f"{dataset}_gamma"] = gamma_figure(dataset, main_method)
+        figures[f"{dataset}_loss"] = loss_figure(dataset, main_method)
+    variants = params["variants"]
+    for dataset in variants["datasets"]:
+        selected = {*params["methods"], *variants["methods"]}
+        rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
+        figures[f"{dataset}_table3"] = table3_figure(dataset, rows, paper)
+    if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
+        figures["citeseer_val_loss_cadnet_vs_rw"] = validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"])
+    for name, fig in figures.items():
+        fig.savefig(FIGURES_ROOT / f"{name}.png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+    print(f"wrote {len(figures)} figures to {FIGURES_ROOT}/")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ row-normalises the features where `normalize_features` asks, and writes
 `data/processed/<dataset>/graph.pt` and `reports/data/<dataset>.json`. The stats (kept in git)
 let a reader check the graph against the table in SPEC.md without loading it.
 
-The module also holds :func:`per_class_split`, the random split the Amazon and Coauthor runs
-draw per seed, and :func:`load_graph`, which the train stage uses to read `graph.pt`.
+The module also holds :func:`load_graph`, which the train stage uses to read `graph.pt`
+(the splits live in :mod:`pipeline.splits`).
 """
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from torch_geometric.data import Data
 from torch_geometric.io import read_npz, read_planetoid_data
 from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, to_undirected
 
-from pipeline import config
+from pipeline import config, paths
 from pipeline.config import ConfigError, DataError
 from pipeline.files import write_atomic
 
-RAW_ROOT = Path("data/raw")
-PROCESSED_ROOT = Path("data/processed")
-STATS_ROOT = Path("reports/data")
+RAW_ROOT = paths.RAW_ROOT
+PROCESSED_ROOT = paths.PROCESSED_ROOT
+STATS_ROOT = paths.DATA_STATS_ROOT
 
 PLANETOID = ("citeseer", "cora", "pubmed")
 PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
@@ -156,33 +156,6 @@ def load_graph(dataset: str, root: Path | str = PROCESSED_ROOT) -> dict:
             f"(python -m pipeline.preprocess {dataset})"
         )
     return torch.load(path, weights_only=True)
-
-
-def per_class_split(
-    y: Tensor, num_classes: int, train_per_class: int, val_per_class: int, seed: int
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Random train/val/test masks with exactly train_per_class / val_per_class nodes per class.
-
-    PyG's RandomNodeSplit draws validation nodes from the whole graph, not per class, hence
-    this function. A local generator keeps it deterministic in `seed` without touching the
-    global RNG state that model initialisation relies on.
-    """
-    y = y.cpu()
-    generator = torch.Generator().manual_seed(seed)
-    train = torch.zeros(y.size(0), dtype=torch.bool)
-    val = torch.zeros(y.size(0), dtype=torch.bool)
-    need = train_per_class + val_per_class
-    for c in range(num_classes):
-        members = (y == c).nonzero().view(-1)
-        if members.numel() < need:
-            raise DataError(
-                f"class {c} has {members.numel()} nodes; the split needs train_per_class + "
-                f"val_per_class = {train_per_class} + {val_per_class} = {need}"
-            )
-        members = members[torch.randperm(members.numel(), generator=generator)]
-        train[members[:train_per_class]] = True
-        val[members[train_per_class:need]] = True
-    return train, val, ~(train | val)
 
 
 # ---------------------------------------------------------------- command line

@@ -1,13 +1,16 @@
 """Stats stage: ``python -m pipeline.stats``.
 
-Gathers the evaluate stage's per-seed tables for the selected datasets and methods and writes
-- ``reports/metrics.json``: what ``dvc metrics show`` / ``dvc exp show`` display, e.g. the
-  column ``cora.test_acc.mean`` (the default method, CAD-Net) and
-  ``cora.cadnet_pull.test_acc.mean`` (every other method, under its name);
-- ``reports/results.md``: our numbers beside the paper's, for a reviewer.
+Gathers the evaluate stage's per-seed tables for every cell (dataset, method) of the selected
+studies (``datasets`` x ``methods``, and ``variants``) and writes
+- ``reports/metrics.json``: what ``dvc metrics show`` / ``dvc exp show`` display, one shape
+  for every method, e.g. the columns ``cora.cadnet.test_acc.mean`` and ``cora.rw.test_acc.mean``;
+- ``reports/results.md``: our numbers beside the paper's, each method beside its own row of
+  the paper (Table 2, Table 3 or appendix B.3), and Table 3 in the paper's layout;
+- ``reports/timing.md``: time per seed-epoch, kept out of the metrics so that a rerun with
+  identical results shows no change in ``dvc metrics diff``.
 
-Only the datasets in ``params.yaml``'s selection are read: files of datasets dropped from the
-selection may still lie in ``reports/eval`` and must not leak into the results.
+Only the selected cells are read: files of datasets or methods dropped from the selection may
+still lie in ``reports/eval`` and must not leak into the results.
 """
 from __future__ import annotations
 
@@ -20,19 +23,23 @@ import yaml
 from scipy import stats as scipy_stats
 
 from pipeline import config
-from pipeline.evaluate import EVAL_ROOT
+from pipeline.methods import REGISTRY, TABLE3_ROWS
+from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
 
 PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
-DATA_STATS_ROOT = Path("reports/data")
-METRICS_FILE = Path("reports/metrics.json")
-RESULTS_FILE = Path("reports/results.md")
-DEFAULT_METHOD = "cadnet"
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
+PAPER_TABLE_NAMES = {"table2": "Table 2", "table3": "Table 3", "tableB3": "App. B.3"}
 
 
 def load_paper() -> dict:
     return yaml.safe_load(PAPER_FILE.read_text())
+
+
+def paper_row(paper: dict, dataset: str, method: str) -> list[float] | None:
+    """The paper's [mean, std] for this method on this dataset, from the method's own table."""
+    table, row = REGISTRY[method].paper
+    return paper.get(table, {}).get(row, {}).get(dataset)
 
 
 def bootstrap_ci(values: np.ndarray) -> tuple[float, float]:
@@ -47,8 +54,8 @@ def bootstrap_ci(values: np.ndarray) -> tuple[float, float]:
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float]) -> dict:
-    """Summary of one (dataset, method): accuracy in percent, its CI, and the paper gap."""
+def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float] | None) -> dict:
+    """Summary of one cell: accuracy in percent, its CI, and the gap to the paper's row."""
     acc = 100.0 * per_seed["test_acc"].to_numpy(dtype=float)
     low, high = bootstrap_ci(acc)
     std = float(acc.std(ddof=1)) if len(acc) > 1 else 0.0
@@ -56,38 +63,29 @@ def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float]) -> dict:
         "runs": int(len(acc)),
         "test_acc": {"mean": round(float(acc.mean()), 3), "std": round(std, 3),
                      "ci95_low": round(low, 3), "ci95_high": round(high, 3)},
-        "ms_per_epoch": round(float(per_seed["ms_per_epoch"].mean()), 3),
     }
-    paper_mean, paper_std = paper_mean_std
-    diff = float(acc.mean()) - paper_mean
-    metrics["paper"] = {"mean": paper_mean, "std": paper_std}
-    metrics["diff"] = round(diff, 3)
-    metrics["diff_in_paper_std"] = round(diff / paper_std, 3)
+    if paper_mean_std is not None:
+        paper_mean, paper_std = paper_mean_std
+        diff = float(acc.mean()) - paper_mean
+        metrics["paper"] = {"mean": paper_mean, "std": paper_std}
+        metrics["diff"] = round(diff, 3)
+        metrics["diff_in_paper_std"] = round(diff / paper_std, 3)
     return metrics
 
 
 def read_per_seed(dataset: str, method: str) -> pd.DataFrame:
     path = EVAL_ROOT / dataset / f"{method}.csv"
     if not path.exists():
-        raise config.DataError(f"{path}: missing; run `dvc repro evaluate@{dataset}-{method}`")
+        raise config.DataError(f"{path}: missing; run `dvc repro` for {dataset}/{method}")
     return pd.read_csv(path)
 
 
 def collect(params: dict, paper: dict) -> dict:
-    """metrics.json's content: per dataset the default method's numbers at the top level and
-    each other method's under its own name."""
+    """metrics.json's content: ``{dataset: {method: summary}}`` for every selected cell."""
     metrics: dict = {}
-    for dataset in params["datasets"]:
-        entry: dict = {}
-        for method in params["methods"]:
-            # Every method so far is a CAD-Net variant, so each compares with CAD-Net's row.
-            paper_row = paper["table2"][DEFAULT_METHOD][dataset]
-            result = method_metrics(read_per_seed(dataset, method), paper_row)
-            if method == DEFAULT_METHOD:
-                entry.update(result)
-            else:
-                entry[method] = result
-        metrics[dataset] = entry
+    for dataset, method in config.cells(params):
+        result = method_metrics(read_per_seed(dataset, method), paper_row(paper, dataset, method))
+        metrics.setdefault(dataset, {})[method] = result
     return metrics
 
 
@@ -95,40 +93,48 @@ def _fmt_acc(m: dict) -> str:
     return f"{m['test_acc']['mean']:.2f} ± {m['test_acc']['std']:.2f}"
 
 
+def _runs_label(m: dict) -> str:
+    return "" if m["runs"] >= 100 else f" ({m['runs']} seeds)"
+
+
 def results_markdown(metrics: dict, params: dict, paper: dict) -> str:
-    """The reviewer's table: ours beside the paper's, and the dataset statistics check."""
+    """The reviewer's tables: ours beside the paper's, and the dataset statistics check."""
     lines = [
         "# CAD-Net reproduction: results",
         "",
         "Generated by `dvc repro` (stage `stats`); do not edit by hand. Test accuracy in percent,",
         f"mean ± sample std over the runs; 95% CI: BCa bootstrap of the mean ({BOOTSTRAP_RESAMPLES} resamples).",
-        "`diff` = our mean − the paper's mean; `diff / σ` divides it by the paper's std.",
+        "Each method is compared with its own row of the paper; `diff` = our mean − the paper's mean,",
+        "`diff / σ` divides it by the paper's std. Times per epoch: `reports/timing.md`.",
         "",
-        "| dataset | method | runs | ours | 95% CI of mean | paper (Table 2) | diff | diff / σ | ms / epoch (ours, paper GPU) |",
+        "| dataset | method | runs | ours | 95% CI of mean | paper | paper's table | diff | diff / σ |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for dataset, entry in metrics.items():
-        rows = [(DEFAULT_METHOD, entry)] if "test_acc" in entry else []
-        rows += [(k, v) for k, v in entry.items() if isinstance(v, dict) and "test_acc" in v]
-        for method, m in rows:
-            paper_ms = paper["ms_per_epoch"][DEFAULT_METHOD].get(dataset, float("nan"))
+        for method, m in entry.items():
+            if "paper" in m:
+                paper_cells = (f"{m['paper']['mean']:.1f} ± {m['paper']['std']:.1f} | "
+                               f"{PAPER_TABLE_NAMES[REGISTRY[method].paper[0]]} | {m['diff']:+.2f} | "
+                               f"{m['diff_in_paper_std']:+.2f}")
+            else:
+                paper_cells = "- | - | - | -"
             lines.append(
                 f"| {dataset} | {method} | {m['runs']} | {_fmt_acc(m)} | "
-                f"({m['test_acc']['ci95_low']:.2f}, {m['test_acc']['ci95_high']:.2f}) | "
-                f"{m['paper']['mean']:.1f} ± {m['paper']['std']:.1f} | {m['diff']:+.2f} | "
-                f"{m['diff_in_paper_std']:+.2f} | {m['ms_per_epoch']:.1f} ({paper_ms:.2f}) |"
+                f"({m['test_acc']['ci95_low']:.2f}, {m['test_acc']['ci95_high']:.2f}) | {paper_cells} |"
             )
     lines += [
         "",
         "Methods: `cadnet` diffuses as the authors' code does, Z_cad = (T^T)^K Z (the published",
         "numbers came from that code); `cadnet_pull` uses the paper's Eq. (6), Z_cad = T^K Z.",
-        "Our ms / epoch: wall time of one seed's epoch (training step and eval-mode pass) on the",
-        "machine that ran the stage; with the batched engine, a chunk's epoch time divided by its",
-        "seeds. The paper's are on one GTX 1080 Ti.",
+        "The other methods are listed in `pipeline/methods.py` (what each fixes) and `params.yaml`",
+        "(`method_hparams`: their own settings).",
+    ]
+    lines += table3_markdown(metrics, params, paper)
+    lines += [
         "",
         "## Datasets after preprocessing",
         "",
-        "| dataset | nodes | undirected edges | features | classes | matches SPEC.md |",
+        "| dataset | nodes | undirected edges | features | classes | matches the paper (Table 1) |",
         "|---|---|---|---|---|---|",
     ]
     for dataset in params["datasets"]:
@@ -137,8 +143,63 @@ def results_markdown(metrics: dict, params: dict, paper: dict) -> str:
             raise config.DataError(f"{path}: missing; run `dvc repro preprocess@{dataset}`")
         s = json.loads(path.read_text())
         ours = [s["nodes"], s["undirected_edges"], s["features"], s["classes"]]
-        match = "yes" if ours == paper["datasets"][dataset] else f"no (SPEC: {paper['datasets'][dataset]})"
+        match = "yes" if ours == paper["datasets"][dataset] else f"no (paper: {paper['datasets'][dataset]})"
         lines.append(f"| {dataset} | {ours[0]} | {ours[1]} | {ours[2]} | {ours[3]} | {match} |")
+    return "\n".join(lines) + "\n"
+
+
+def table3_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
+    """Table 3 (and appendix B.3's no-entropy row) in the paper's layout: one row per
+    aggregation, one column per dataset, ours beside the paper's."""
+    datasets = params["variants"]["datasets"]
+    rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if any(m in metrics.get(d, {}) for d in datasets)]
+    if not datasets or not rows:
+        return []
+    lines = [
+        "",
+        "## Table 3: aggregation methods inside the same CAD-Net (and B.3: no entropy term)",
+        "",
+        "Ours (mean ± std over the runs; fewer than 100 seeds are labelled) / the paper's; the gap in",
+        "the paper's std. AdaCAD is `cadnet`.",
+        "",
+        "| aggregation | " + " | ".join(datasets) + " |",
+        "|---|" + "---|" * len(datasets),
+    ]
+    for method in rows:
+        label = "AdaCAD" if method == "cadnet" else REGISTRY[method].label
+        cells = []
+        for dataset in datasets:
+            m = metrics.get(dataset, {}).get(method)
+            if m is None:
+                cells.append("not run")
+            elif "paper" in m:
+                cells.append(f"{_fmt_acc(m)}{_runs_label(m)} / {m['paper']['mean']:.1f} ± {m['paper']['std']:.1f} "
+                             f"({m['diff_in_paper_std']:+.1f}σ)")
+            else:
+                cells.append(f"{_fmt_acc(m)}{_runs_label(m)}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def timing_markdown(params: dict, paper: dict) -> str:
+    lines = [
+        "# Time per epoch",
+        "",
+        "Generated by `dvc repro` (stage `stats`). Ours: mean over seeds of `ms_per_seed_epoch`,",
+        "the wall time of one epoch (training step and eval-mode pass) on the machine that ran the",
+        "train stage, divided by the seeds trained together (batched engine: a chunk; single engine:",
+        "one). The paper's: one seed on one GTX 1080 Ti (appendix B.8). Wall times depend on the",
+        "machine and its load; compare ratios measured in one run (`python -m pipeline.bench`).",
+        "",
+        "| dataset | method | engine | ms / seed-epoch (ours) | ms / epoch (paper GPU) |",
+        "|---|---|---|---|---|",
+    ]
+    for dataset, method in config.cells(params):
+        table = read_per_seed(dataset, method)
+        paper_ms = paper["ms_per_epoch"].get(method, {}).get(dataset)
+        engine = "batched" if table["ms_per_seed_epoch"].nunique() < len(table) else "single"
+        lines.append(f"| {dataset} | {method} | {engine} | {table['ms_per_seed_epoch'].mean():.2f} | "
+                     f"{'-' if paper_ms is None else f'{paper_ms:.2f}'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -147,9 +208,11 @@ def main(argv: list[str]) -> None:
     paper = load_paper()
     metrics = collect(params, paper)
     markdown = results_markdown(metrics, params, paper)  # checks every input before writing
+    timing = timing_markdown(params, paper)
     METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
     METRICS_FILE.write_text(json.dumps(metrics, indent=2) + "\n")
     RESULTS_FILE.write_text(markdown)
+    TIMING_FILE.write_text(timing)
     print(markdown)
 
 

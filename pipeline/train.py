@@ -1,4 +1,5 @@
-"""Train stage: ``python -m pipeline.train <dataset> [<method>]``.
+"""Train stage: ``python -m pipeline.train <dataset> [<method>]``, and the one training loop
+that every method of the registry (:mod:`pipeline.methods`) goes through.
 
 Trains seeds ``0 .. runs-1`` of one (dataset, method) pair and keeps one file per seed in
 ``data/runs/<dataset>/<method>/seed_NNN.pt``. Each file records a fingerprint of what produced
@@ -6,34 +7,38 @@ it (hyperparameters, graph, code); the DVC stage declares the folder ``persist: 
 interrupted run keeps its finished seeds, and a rerun with the same fingerprint trains only
 the missing ones. Files with another fingerprint, or seeds beyond ``runs``, are removed.
 
-The protocol follows the authors' code (SPEC.md): Adam with amsgrad, weight decay on all
-parameters, a step learning-rate drop, one training step then one eval-mode pass per epoch,
-the reported test accuracy is the one at the epoch of lowest validation loss, and early
-stopping after ``epochs // 2`` when the validation loss exceeds the mean of the previous
-``early_stop_window`` epochs.
+The protocol follows the authors' code (SPEC.md), for every method: Adam with amsgrad,
+weight decay on all parameters, a step learning-rate drop, one training step then one
+eval-mode pass per epoch, the reported test accuracy is the one at the epoch of lowest
+validation loss, and early stopping after ``epochs // 2`` when the validation loss exceeds
+the mean of the previous ``early_stop_window`` epochs. The loss is the NLL on the training
+nodes plus whatever terms the method's network returns (CAD-Net: its entropy regulariser).
 """
 from __future__ import annotations
 
+import ast
 import functools
+import hashlib
+import importlib
 import math
 import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from pipeline import config
-from pipeline.batched import BatchedCADNet, estimate_peak_bytes, masked_accuracy, masked_nll
-from pipeline.model import CADNet
+from pipeline.batched import estimate_peak_bytes, masked_accuracy, masked_nll
 from pipeline.files import sha256_of, write_atomic
-from pipeline.preprocess import load_graph, per_class_split
+from pipeline.methods import REGISTRY
+from pipeline.paths import PROCESSED_ROOT, RUNS_ROOT, seed_file
+from pipeline.preprocess import load_graph
+from pipeline.splits import split_masks
 
-RUNS_ROOT = Path("data/runs")
-PROCESSED_ROOT = Path("data/processed")
-# Code whose change makes stored seeds stale.
-SOURCE_FILES = [Path(__file__).with_name(n) for n in ("model.py", "train.py", "batched.py", "preprocess.py")]
+# Code whose change makes stored seeds stale (docstrings and comments aside: see code_fingerprint).
+SOURCE_FILES = [Path(__file__).with_name(n) for n in ("model.py", "train.py", "batched.py", "splits.py",
+                                                       "methods.py")]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -41,31 +46,18 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise config.ConfigError("device: 'cuda' asked for but no CUDA device is available")
+        raise config.ConfigError("device: 'cuda' asked for but no CUDA device is available; "
+                                 "allowed values here: auto, cpu")
     return torch.device(name)
 
 
-def split_masks(graph: dict, hp: dict, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The public split for citation data, else a new per-class split drawn from ``seed``."""
-    if hp["split"] == "public":
-        if graph["train_mask"] is None:
-            raise config.ConfigError("split: 'public' but this dataset has no public split; use per_class")
-        return graph["train_mask"], graph["val_mask"], graph["test_mask"]
-    return per_class_split(graph["y"], graph["num_classes"], hp["train_per_class"], hp["val_per_class"], seed)
-
-
-def build_model(graph: dict, hp: dict) -> CADNet:
-    return CADNet(
-        in_features=graph["x"].size(1),
-        hidden=hp["hidden"],
-        num_classes=graph["num_classes"],
-        leak_slope=hp["leak_slope"],
-        p_drop=hp["p_drop"],
-        dropout_sites=hp["dropout_sites"],
-        K=hp["K"],
-        beta=hp["beta"],
-        direction=hp["direction"],
-    )
+def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: bool) -> torch.nn.Module:
+    """The method's network for ``seeds`` (its registry entry's builder). A method without a
+    batched form trains seed by seed (``batched`` is then ignored)."""
+    entry = REGISTRY[method]
+    module, function = entry.builder.split(":")
+    builder = getattr(importlib.import_module(module), function)
+    return builder(graph, hp, seeds, batched and entry.batched)
 
 
 def make_optimizer(params, hp: dict):
@@ -79,82 +71,25 @@ def make_optimizer(params, hp: dict):
 
 def should_stop_early(val_losses: list[float], epoch: int, epochs: int, window: int) -> bool:
     """The authors' rule: past half the epochs, stop when this epoch's validation loss is
-    greater than the mean of the previous ``window`` epochs'."""
+    greater than the mean of the previous ``window`` epochs' (the current one excluded)."""
     if window <= 0 or epoch <= epochs // 2:
         return False
     previous = val_losses[-(window + 1):-1]
     return bool(previous) and val_losses[-1] > sum(previous) / len(previous)
 
 
-def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "cpu") -> dict:
-    """Train one CAD-Net from ``seed``; return the seed's record (see module docstring)."""
+def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | str = "cpu",
+                method: str = "cadnet", batched: bool = True) -> list[dict]:
+    """The one training loop: train ``seeds`` of ``method`` side by side and return one record
+    per seed. Everything stays per seed: initial weights (the builder seeds them), dropout
+    masks, splits, early stopping (a stopped seed's parameters are frozen while the others go
+    on) and model selection. With ``batched=False`` (one seed: the readable reference) the
+    network is the method's single-seed model; the records mean the same either way."""
     device = torch.device(device)
-    masks = [m.to(device) for m in split_masks(graph, hp, seed)]
-    x, edge_index, y = (graph[k].to(device) for k in ("x", "edge_index", "y"))
-
-    torch.manual_seed(seed)
-    model = build_model(graph, hp).to(device)
-    optimizer, scheduler = make_optimizer(model.parameters(), hp)
-    train_mask = masks[0]
-
-    history = {f"{part}_{what}": [] for part in ("train", "val", "test") for what in ("loss", "acc")}
-    best = {"val_loss": float("inf")}
-    start = time.perf_counter()
-    for epoch in range(1, hp["epochs"] + 1):
-        model.train()
-        optimizer.zero_grad()
-        out = model(x, edge_index)
-        loss = F.nll_loss(out.log_probs[train_mask], y[train_mask]) + hp["lambda_ent"] * out.entropy.mean()
-        loss.backward()
-        optimizer.step()
-
-        model.eval()
-        with torch.no_grad():
-            out = model(x, edge_index)
-            for part, mask in zip(("train", "val", "test"), masks):
-                history[f"{part}_loss"].append(F.nll_loss(out.log_probs[mask], y[mask]).item())
-                history[f"{part}_acc"].append((out.log_probs[mask].argmax(-1) == y[mask]).float().mean().item())
-        if history["val_loss"][-1] < best["val_loss"]:
-            best = {
-                "val_loss": history["val_loss"][-1],
-                "val_acc": history["val_acc"][-1],
-                "test_acc": history["test_acc"][-1],
-                "epoch": epoch,
-                "gamma": out.gamma.cpu(),
-            }
-        if should_stop_early(history["val_loss"], epoch, hp["epochs"], hp["early_stop_window"]):
-            break
-        if scheduler is not None:
-            scheduler.step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-
-    return {
-        "seed": seed,
-        "test_acc": best["test_acc"],
-        "val_acc": best["val_acc"],
-        "best_val_loss": best["val_loss"],
-        "selected_epoch": best["epoch"],
-        "epochs_run": epoch,
-        "ms_per_epoch": 1000.0 * seconds / epoch,
-        "gamma": best["gamma"],
-        "history": history,
-        "engine": "single",
-    }
-
-
-def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | str = "cpu") -> list[dict]:
-    """The batched engine (:mod:`pipeline.batched`): train ``seeds`` together, each exactly as
-    :func:`train_seed` would apart from the dropout random stream; return their records."""
-    device = torch.device(device)
+    if not batched and len(seeds) != 1:
+        return [r for seed in seeds for r in train_chunk(graph, hp, [seed], device, method, batched=False)]
     S = len(seeds)
-    models = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        models.append(build_model(graph, hp))
-    net = BatchedCADNet(models, graph["x"], graph["edge_index"]).to(device)
-    del models
+    net = build_net(graph, hp, method, seeds, batched).to(device)
     splits = [split_masks(graph, hp, seed) for seed in seeds]
     masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
     y = graph["y"].to(device)
@@ -176,8 +111,8 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
         net.train()
         optimizer.zero_grad()
         out = net()
-        per_seed_loss = masked_nll(out.log_probs, y, masks[0]) + hp["lambda_ent"] * out.entropy.mean(0)
-        per_seed_loss.sum().backward()
+        per_seed_loss = masked_nll(out.log_probs, y, masks[0]) + out.regularizer
+        per_seed_loss.sum().backward()  # seed s's gradient is its own loss's
         stopped = (~active).nonzero().view(-1)
         saved = net.seed_slices(stopped) if stopped.numel() else None
         optimizer.step()
@@ -225,16 +160,34 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
             "best_val_loss": float(best_val[s]),
             "selected_epoch": int(best_epoch[s]),
             "epochs_run": n,
-            # wall time of the chunk shared out: ms per seed-epoch
-            "ms_per_epoch": 1000.0 * seconds / epochs_executed / S,
+            # the chunk's wall time per epoch (training step + eval pass), shared out over its
+            # seeds; for one seed at a time, simply its wall time per epoch
+            "ms_per_seed_epoch": 1000.0 * seconds / epochs_executed / S,
             "gamma": best_gamma[:, s].cpu().clone(),
             "history": {k: v[:n, s].tolist() for k, v in stacked.items()},
-            "engine": f"batched (chunk of {S})",
+            "engine": f"batched (chunk of {S})" if batched else "single",
         })
     return records
 
 
+def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "cpu", method: str = "cadnet") -> dict:
+    """One seed through the same loop with the method's single-seed model: the reference."""
+    return train_chunk(graph, hp, [seed], device, method, batched=False)[0]
+
+
 # ---------------------------------------------------------------------------- bookkeeping
+
+
+def code_fingerprint(path: Path) -> str:
+    """SHA-256 of a module's syntax tree without docstrings: comments, docstrings and layout
+    can change without making finished seeds stale."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
 def run_fingerprint(dataset: str, method: str, hp: dict, engine: str) -> str:
@@ -242,12 +195,8 @@ def run_fingerprint(dataset: str, method: str, hp: dict, engine: str) -> str:
     graph_file = PROCESSED_ROOT / dataset / "graph.pt"
     if not graph_file.exists():
         raise config.DataError(f"{graph_file}: not found; run `dvc repro preprocess@{dataset}` first")
-    sources = [sha256_of(p) for p in SOURCE_FILES]
+    sources = [code_fingerprint(p) for p in SOURCE_FILES]
     return config.fingerprint(dataset, method, hp, engine, sha256_of(graph_file), sources)
-
-
-def seed_file(run_dir: Path, seed: int) -> Path:
-    return run_dir / f"seed_{seed:03d}.pt"
 
 
 def load_seed(path: Path) -> dict:
@@ -280,8 +229,8 @@ def _graph_in_worker(dataset: str) -> dict:
     return load_graph(dataset, root=PROCESSED_ROOT)
 
 
-def _train_seed_in_worker(dataset: str, hp: dict, seed: int) -> dict:
-    return train_seed(_graph_in_worker(dataset), hp, seed, "cpu")
+def _train_seed_in_worker(dataset: str, hp: dict, method: str, seed: int) -> dict:
+    return train_seed(_graph_in_worker(dataset), hp, seed, "cpu", method)
 
 
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
@@ -306,14 +255,14 @@ def batched_chunks(pending: list[int], size: int, runs: int) -> list[list[int]]:
     return [list(range(k * size, min((k + 1) * size, runs))) for k in blocks]
 
 
-def train_seeds(dataset: str, hp: dict, seeds: list[int], device: torch.device, n_jobs: int):
+def train_seeds(dataset: str, hp: dict, method: str, seeds: list[int], device: torch.device, n_jobs: int):
     """Yield seed records as they finish: joblib processes on CPU, one after another on CUDA."""
     if device.type == "cuda" or n_jobs == 1 or len(seeds) == 1:
         graph = load_graph(dataset, root=PROCESSED_ROOT)
         for seed in seeds:
-            yield train_seed(graph, hp, seed, device)
+            yield train_seed(graph, hp, seed, device, method)
         return
-    jobs = (delayed(_train_seed_in_worker)(dataset, hp, seed) for seed in seeds)
+    jobs = (delayed(_train_seed_in_worker)(dataset, hp, method, seed) for seed in seeds)
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
 
 
@@ -325,7 +274,9 @@ def main(argv: list[str]) -> None:
     hp = config.hparams_for(params, dataset, method)
     device = resolve_device(params.get("device", "auto"))
 
-    runs, engine = params["runs"], params.get("engine", "batched")
+    runs, engine = config.runs_for(params, dataset, method), params.get("engine", "batched")
+    if not REGISTRY[method].batched:
+        engine = "single"
     if engine == "batched":
         graph = load_graph(dataset, root=PROCESSED_ROOT)
         size = chunk_size(graph, hp, params, runs)
@@ -337,9 +288,9 @@ def main(argv: list[str]) -> None:
     if engine == "batched":
         pending = set(seeds)
         records = (record for chunk in batched_chunks(seeds, size, runs)
-                   for record in train_chunk(graph, hp, chunk, device) if record["seed"] in pending)
+                   for record in train_chunk(graph, hp, chunk, device, method) if record["seed"] in pending)
     else:
-        records = train_seeds(dataset, hp, seeds, device, params.get("n_jobs", -1))
+        records = train_seeds(dataset, hp, method, seeds, device, params.get("n_jobs", -1))
     reused = runs - len(seeds)
     desc = f"train {dataset}/{method} ({engine}, {device.type})" + (f", {reused} seeds reused" if reused else "")
     with tqdm(total=len(seeds), desc=desc, unit="seed") as bar:

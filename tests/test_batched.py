@@ -7,7 +7,7 @@ import torch
 
 from pipeline.batched import BatchedCADNet, StackedSparseFeatures, estimate_peak_bytes, masked_nll
 from pipeline.model import CADNet
-from pipeline.train import build_model, train_chunk, train_seed
+from pipeline.train import train_chunk, train_seed
 
 N, FEATURES, CLASSES = 60, 15, 3
 

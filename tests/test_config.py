@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PROJECT_ROOT, REAL_PARAMS, read_params, write_params
+from conftest import PROJECT_ROOT, SHIPPED_PARAMS, read_params, shipped_params_text, with_variants_in_selection, write_params
 from pipeline import config
 from pipeline.config import ConfigError
 
 SPEC = PROJECT_ROOT.parent / "shared" / "SPEC.md"
-BASE = yaml.safe_load(REAL_PARAMS.read_text())
+BASE = SHIPPED_PARAMS
 
 
 def assert_one_line(err: ConfigError, *fragments: str) -> str:
@@ -34,9 +34,7 @@ def assert_one_line(err: ConfigError, *fragments: str) -> str:
 
 
 def params_with(**changes) -> dict:
-    params = copy.deepcopy(BASE)
-    params.update(changes)
-    return params
+    return with_variants_in_selection(copy.deepcopy(BASE), **changes)
 
 
 def load(workdir: Path, params: dict) -> dict:
@@ -180,22 +178,25 @@ def test_hparams_for_unknown_dataset_and_method(workdir):
 # -------------------------------------------------------------------------- positive cases
 
 
-def test_shipped_params_load_and_every_row_resolves(monkeypatch):
-    monkeypatch.chdir(PROJECT_ROOT)  # read only
-    params = config.load_params()
-    assert params["datasets"] == list(config.DATASETS)
-    assert set(params["methods"]) == set(config.METHODS)
+def test_shipped_params_load_and_every_row_resolves(tmp_path):
+    (tmp_path / "params.yaml").write_text(shipped_params_text())
+    params = config.load_params(tmp_path / "params.yaml")
+    assert set(params["datasets"]) <= set(config.DATASETS)
+    # every registry method is trained by one of the two studies, and has its own keys' entry
+    assert set(params["methods"]) | set(params["variants"]["methods"]) == set(config.METHODS)
+    assert set(params["method_hparams"]) == set(config.METHODS)
     assert set(params["hparams"]) == set(config.DATASETS)
-    for key in config.HPARAM_RULES:  # every override exists (dvc exp run -S needs the key) ...
+    for key in config.TABLE_RULES:  # every override exists (dvc exp run -S needs the key) ...
         assert key in params and params[key] is None, key  # ... and is off in the shipped file
     for dataset in config.DATASETS:
         for method in config.METHODS:
             hp = config.hparams_for(params, dataset, method)
-            assert set(hp) == set(config.HPARAM_RULES)
+            assert set(config.TABLE_RULES) <= set(hp) <= set(config.HPARAM_RULES)
+            assert {"transition", "propagation", "weighting"} <= set(hp)
 
 
 def test_load_params_accepts_explicit_path(tmp_path):
-    params = read_params(PROJECT_ROOT)
+    params = copy.deepcopy(SHIPPED_PARAMS)
     params["runs"] = 7
     target = tmp_path / "elsewhere.yaml"
     target.write_text(yaml.safe_dump(params))
@@ -378,3 +379,72 @@ def test_train_cli_rejects_bad_beta_without_touching_data(workdir):
     assert lines[0].startswith("error: ") and "beta" in lines[0] and "[0, 1]" in lines[0], lines[0]
     assert not (workdir / "data").exists()
     assert sorted(p.name for p in workdir.iterdir()) == ["params.yaml"]
+
+
+# -------------------------------------------------------------------------- methods and studies
+
+
+def test_registry_entries_fix_what_defines_them(workdir):
+    loaded = load(workdir, params_with())
+    cases = {  # method -> (key, value) its entry fixes whatever params.yaml says
+        "cadnet": ("transition", "cad"), "rw": ("transition", "rw"), "rw_pull": ("direction", "pull"),
+        "symna": ("transition", "symna"), "ppr": ("propagation", "ppr"), "hk": ("propagation", "heat"),
+        "gat_rw": ("transition", "gat"), "tf_rw": ("transition", "tf"), "cad": ("beta", 1.0),
+        "cadnet_noent": ("lambda_ent", 0.0),
+    }
+    for method, (key, value) in cases.items():
+        assert config.hparams_for(loaded, "cora", method)[key] == value, method
+    assert config.hparams_for(loaded, "cora", "rw")["weighting"] == "none"
+    assert config.hparams_for(loaded, "cora", "cadnet")["weighting"] == "adaptive"
+    loaded["beta"] = 0.6  # a global override reaches CAD-Net but not what `cad` fixes
+    assert config.hparams_for(loaded, "cora", "cadnet")["beta"] == 0.6
+    assert config.hparams_for(loaded, "cora", "cad")["beta"] == 1.0
+
+
+def test_method_own_keys_default_and_per_dataset(workdir):
+    params = params_with()
+    params["method_hparams"]["ppr"]["cora"] = {"ppr_alpha": 0.2}
+    loaded = load(workdir, params)
+    assert config.hparams_for(loaded, "cora", "ppr")["ppr_alpha"] == 0.2
+    assert config.hparams_for(loaded, "citeseer", "ppr")["ppr_alpha"] == 0.05
+    assert "ppr_alpha" not in config.hparams_for(loaded, "cora", "rw")
+
+
+@pytest.mark.parametrize("own, message", [
+    ({"ppr_alpha": 1.5, "diffusion_topk": 128}, ["method_hparams.ppr.ppr_alpha", "1.5", "(0, 1)"]),
+    ({"ppr_alpha": 0.05}, ["method_hparams.ppr.diffusion_topk", "missing"]),
+    ({"ppr_alpha": 0.05, "diffusion_topk": 128, "heat_t": 5}, ["method_hparams.ppr.heat_t", "unknown key"]),
+    ({"ppr_alpha": 0.05, "diffusion_topk": 128, "cora": {"alpha": 1}}, ["method_hparams.ppr.cora.alpha"]),
+])
+def test_method_own_keys_are_checked(workdir, own, message):
+    params = params_with()
+    params["method_hparams"]["ppr"] = own
+    loaded = load(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "cora", "ppr")
+    assert_one_line(info.value, *message)
+
+
+@pytest.mark.parametrize("variants, message", [
+    ({"datasets": ["cora"], "methods": ["cadnet"], "runs": {}}, ["variants.methods", "cadnet", "also in methods"]),
+    ({"datasets": ["physics"], "methods": ["rw"], "runs": {}}, ["variants.datasets", "physics", "not in datasets"]),
+    ({"datasets": ["cora"], "methods": ["gcn"], "runs": {}}, ["variants.methods", "gcn", "rw"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": 0}}, ["variants.runs.cora", "integer >= 1"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": 5}, ["variants.runs", "map a dataset"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["variants", "datasets, methods, runs"]),
+])
+def test_variants_study_is_checked(workdir, variants, message):
+    write_params(workdir, params_with(datasets=["cora"], methods=["cadnet"], variants=variants))
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, *message)
+
+
+def test_runs_and_cells_of_both_studies(workdir):
+    variants = {"datasets": ["cora", "pubmed"], "methods": ["rw", "cad"], "runs": {"pubmed": 20}}
+    loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants))
+    assert config.runs_for(loaded, "pubmed", "rw") == 20
+    assert config.runs_for(loaded, "cora", "rw") == 100  # not listed: the top-level runs
+    assert config.runs_for(loaded, "pubmed", "cadnet") == 100  # the main study ignores variants.runs
+    assert config.cells(loaded) == [("cora", "cadnet"), ("pubmed", "cadnet"), ("cora", "rw"), ("cora", "cad"),
+                                    ("pubmed", "rw"), ("pubmed", "cad")]

@@ -1,0 +1,22 @@
+"""Every path the stages read or write, relative to the project root (where `dvc repro` runs).
+
+Kept in one torch-free module so that the light stages (stats, plot) can import them without
+importing the training code.
+"""
+from pathlib import Path
+
+PARAMS_FILE = Path("params.yaml")
+RAW_ROOT = Path("data/raw")  # download: data/raw/<dataset>/<upstream file name>
+PROCESSED_ROOT = Path("data/processed")  # preprocess: data/processed/<dataset>/graph.pt
+DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json
+RUNS_ROOT = Path("data/runs")  # train: data/runs/<dataset>/<method>/seed_NNN.pt
+EVAL_ROOT = Path("reports/eval")  # evaluate: reports/eval/<dataset>/<method>{.csv,.json,_gamma.csv}
+HISTORY_ROOT = Path("data/eval")  # evaluate: data/eval/<dataset>/<method>_history.csv
+METRICS_FILE = Path("reports/metrics.json")  # stats
+RESULTS_FILE = Path("reports/results.md")  # stats
+TIMING_FILE = Path("reports/timing.md")  # stats: wall times, kept out of the metrics
+FIGURES_ROOT = Path("reports/figures")  # plot
+
+
+def seed_file(run_dir: Path, seed: int) -> Path:
+    return run_dir / f"seed_{seed:03d}.pt"
