@@ -23,7 +23,7 @@ GAMMA_BINS = 50
 # trained together; one seed at a time, simply the epoch's wall time.
 PER_SEED_COLUMNS = [
     "seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run",
-    "ms_per_seed_epoch", "gamma_mean",
+    "ms_per_seed_epoch", "gamma_mean", "engine",
 ]
 
 

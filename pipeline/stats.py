@@ -197,7 +197,7 @@ def timing_markdown(params: dict, paper: dict) -> str:
     for dataset, method in config.cells(params):
         table = read_per_seed(dataset, method)
         paper_ms = paper["ms_per_epoch"].get(method, {}).get(dataset)
-        engine = "batched" if table["ms_per_seed_epoch"].nunique() < len(table) else "single"
+        engine = ", ".join(sorted(table["engine"].astype(str).unique()))
         lines.append(f"| {dataset} | {method} | {engine} | {table['ms_per_seed_epoch'].mean():.2f} | "
                      f"{'-' if paper_ms is None else f'{paper_ms:.2f}'} |")
     return "\n".join(lines) + "\n"

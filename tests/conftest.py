@@ -23,6 +23,7 @@ FAKE_ACCS = (0.812, 0.845, 0.851)
 FAKE_MEAN = 83.6
 FAKE_STD = 2.1
 FAKE_NODES = 20
+NO_VARIANTS = {"datasets": [], "methods": [], "runs": {}}
 
 
 def shipped_params_text() -> str:
@@ -80,10 +81,11 @@ def fake_record(seed: int, test_acc: float, *, epochs_run: int | None = None, no
         "best_val_loss": 0.5 + 0.01 * seed,
         "selected_epoch": epochs_run - 1,
         "epochs_run": epochs_run,
-        "ms_per_epoch": 10.0 + seed,
+        "ms_per_seed_epoch": 10.0 + seed,
         "gamma": gamma,
         "history": history,
         "fingerprint": fingerprint,
+        "engine": "batched (chunk of 3)",
     }
 
 
@@ -117,7 +119,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def cora_workdir(workdir: Path) -> Path:
-    """workdir with params datasets [cora], methods [cadnet], runs 3 and three fake seeds."""
-    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3)
+    """workdir with params datasets [cora], methods [cadnet], runs 3, no variants, and three
+    fake seeds."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, variants=NO_VARIANTS)
     write_fake_seeds(workdir)
     return workdir

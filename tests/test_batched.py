@@ -5,9 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.batched import BatchedCADNet, StackedSparseFeatures, estimate_peak_bytes, masked_nll
-from pipeline.model import CADNet
-from pipeline.train import train_chunk, train_seed
+from pipeline.batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures, estimate_peak_bytes, masked_nll
+from pipeline.methods import REGISTRY
+from pipeline.model import CADNet, CADNetConfig, EdgeListGraph
+from pipeline.train import build_net, train_chunk, train_seed
+
+OWN_KEYS = dict(ppr_alpha=0.1, heat_t=3.0, diffusion_topk=16, attention_slope=0.2)
+BATCHED_METHODS = [name for name, entry in REGISTRY.items() if entry.batched]
 
 N, FEATURES, CLASSES = 60, 15, 3
 
@@ -32,11 +36,14 @@ def synthetic_graph(seed: int = 0) -> dict:
             "train_mask": masks[0], "val_mask": masks[1], "test_mask": masks[2]}
 
 
-def hparams(**overrides) -> dict:
+def hparams(method: str = "cadnet", **overrides) -> dict:
+    """Small-graph hyperparameters, with what ``method``'s registry entry fixes and its own keys."""
     hp = dict(hidden=8, leak_slope=0.05, p_drop=0.0, dropout_sites=["input", "hidden", "logits"], K=3,
               beta=0.7, direction="push", self_loops=True, normalize_features=True, epochs=30, lr=0.03,
               lr_drop_every=10, lr_drop_factor=0.5, weight_decay=5e-4, lambda_ent=0.3, early_stop_window=0,
               split="public", train_per_class=4, val_per_class=4)
+    hp.update(REGISTRY[method].fixed)
+    hp.update({k: OWN_KEYS[k] for k in REGISTRY[method].own_keys})
     hp.update(overrides)
     return hp
 
@@ -52,11 +59,22 @@ def assert_same_run(batched: dict, single: dict) -> None:
     torch.testing.assert_close(batched["gamma"], single["gamma"], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("direction", ["push", "pull"])
-def test_batched_equals_single_seed_path_without_dropout(direction):
-    graph, hp = synthetic_graph(), hparams(direction=direction)
+@pytest.mark.parametrize("method", BATCHED_METHODS)
+def test_batched_equals_single_seed_path_without_dropout(method):
+    """Every method with a batched form: per-seed histories, selection and gamma as the
+    one-seed reference gives them (lr high enough that the seeds learn and differ)."""
+    graph, hp = synthetic_graph(), hparams(method, lr=0.1, epochs=20)  # float32 drift grows with epochs
     seeds = [0, 1, 2, 5]
-    for batched, seed in zip(train_chunk(graph, hp, seeds), seeds):
+    batched = train_chunk(graph, hp, seeds, method=method)
+    singles = [train_seed(graph, hp, seed, method=method) for seed in seeds]
+    for b, s in zip(batched, singles):
+        assert_same_run(b, s)
+    assert len({round(s["history"]["train_loss"][-1], 4) for s in singles}) > 1  # seeds differ
+
+
+def test_pull_direction_batched_equals_single_seed_path():
+    graph, hp = synthetic_graph(), hparams(direction="pull", lr=0.1)
+    for batched, seed in zip(train_chunk(graph, hp, [0, 3]), [0, 3]):
         assert_same_run(batched, train_seed(graph, hp, seed))
 
 
@@ -95,34 +113,34 @@ def test_input_dropout_is_independent_per_seed_and_keeps_sparsity():
     assert torch.all(out <= 2 * dense.sum(1, keepdim=True) + 1e-6)
 
 
-def test_batched_model_starts_from_single_seed_weights_and_matches_its_forward():
-    graph, hp = synthetic_graph(), hparams()
-    models = []
-    for seed in (3, 4):
-        torch.manual_seed(seed)
-        models.append(build_model(graph, hp))
-    net = BatchedCADNet(models, graph["x"], graph["edge_index"]).eval()
+@pytest.mark.parametrize("method", ["cadnet", "gat_rw", "tf_rw"])
+def test_batched_model_starts_from_single_seed_weights_and_matches_its_forward(method):
+    graph, hp = synthetic_graph(), hparams(method)
+    net = build_net(graph, hp, method, [3, 4], batched=True).eval()
     out = net()
-    for s, model in enumerate(models):
-        single = model.eval()(graph["x"], graph["edge_index"])
-        torch.testing.assert_close(out.log_probs[:, s], single.log_probs, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(out.gamma[:, s], single.gamma)
+    for s, seed in enumerate((3, 4)):
+        single = build_net(graph, hp, method, [seed], batched=False).eval()()
+        torch.testing.assert_close(out.log_probs[:, s], single.log_probs[:, 0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out.gamma[:, s], single.gamma[:, 0])
+        torch.testing.assert_close(out.regularizer[s], single.regularizer[0])
 
 
 def test_frozen_seed_is_restored_exactly():
     graph = synthetic_graph()
-    models = [CADNet(FEATURES, 4, CLASSES, 0.1, 0.0, [], 2, 0.5) for _ in range(3)]
-    net = BatchedCADNet(models, graph["x"], graph["edge_index"])
+    cfg = CADNetConfig.from_hparams(hparams("gat_rw", hidden=4), FEATURES, CLASSES)
+    net = BatchedCADNet([CADNet(cfg) for _ in range(3)], graph["x"], graph["edge_index"])
     frozen = torch.tensor([1])
     saved = net.seed_slices(frozen)
-    before = [p.detach().clone() for p in net.parameters()]
+    before = {n: p.detach().clone() for n, p in net.named_parameters()}
     with torch.no_grad():
         for p in net.parameters():
             p.add_(1.0)
     net.restore_seed_slices(frozen, saved)
-    torch.testing.assert_close(net.w1[:, 1], before[0][:, 1])
-    torch.testing.assert_close(net.b2[1], before[3][1])
-    assert not torch.allclose(net.w1[:, 0], before[0][:, 0])
+    torch.testing.assert_close(net.w1[:, 1], before["w1"][:, 1])
+    torch.testing.assert_close(net.b2[1], before["b2"][1])
+    torch.testing.assert_close(net.aggregate.att_source[1], before["aggregate.att_source"][1])
+    assert not torch.allclose(net.w1[:, 0], before["w1"][:, 0])
+    assert not torch.allclose(net.aggregate.att_source[0], before["aggregate.att_source"][0])
 
 
 def test_masked_nll_per_seed_by_hand():
@@ -141,10 +159,35 @@ def test_memory_estimate_grows_linearly_in_seeds():
 
 
 @pytest.mark.parametrize("direction", ["push", "pull"])
+def test_block_diagonal_graph_equals_edge_list_graph(direction):
+    """Every method of the graph interface AdaCAD uses, and the gradients through it: the
+    block-diagonal kernels against the reference edge-list graph, in float64."""
+    graph = synthetic_graph(2)
+    edges, S = graph["edge_index"], 3
+    a = torch.randn(N, S, CLASSES, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(N, S, CLASSES, dtype=torch.float64, requires_grad=True)
+    node = torch.randn(N, S, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(N, S, CLASSES, dtype=torch.float64, requires_grad=True)
+    block = BlockDiagonalGraph(edges, N, S, direction)
+    reference = EdgeListGraph(edges, N, direction)
+
+    def run(g, to_common):
+        products = g.edge_products(a, b)  # a_i . b_j: not symmetric in a and b
+        scores = products + g.at_source(node) - 2 * g.at_target(node)
+        transition = g.out_softmax(scores)
+        out = g.diffuse(z, transition, 2)
+        gamma = g.adaptive_weight(products, 0.7)
+        grads = torch.autograd.grad((out ** 2).sum() + products.sum(), (a, b, node, z))
+        return [to_common(products), to_common(transition), out, gamma, *grads]
+
+    for got, want in zip(run(block, lambda v: v), run(reference, block.in_csr_order)):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("direction", ["push", "pull"])
 def test_block_diagonal_graph_and_its_gradients_equal_message_passing(direction):
     """The hand-written sparse products (similarity, diffusion, and their backward) against
     the single-seed functions of pipeline/model.py, in float64."""
-    from pipeline.batched import BlockDiagonalGraph
     from pipeline.model import (ClassAttentiveDiffusion, adaptive_weight, class_attentive_transition,
                                 transition_from_similarity)
 

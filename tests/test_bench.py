@@ -25,6 +25,8 @@ def test_report_states_ratios_and_memory():
     row = {"dataset": "cora", "single_ms": 10.0, "batched_ms": 2.5, "appnp_ms": 5.0, "chunk": 25,
            "single_100_s": 100.0, "batched_100_s": 25.0, "appnp_100_s": 50.0, "epochs": 100,
            "estimate_100_gb": 1.0, "estimate_chunk_gb": 0.25}
-    text = bench.report([row], {"cora": 0.8}, "profile table", torch.device("cpu"), epochs=5)
+    variants = {"cora": [{"method": "cadnet", "ms": 4.0, "chunk": 25}, {"method": "rw", "ms": 3.0, "chunk": 25}]}
+    text = bench.report([row], {"cora": 0.8}, "profile table", torch.device("cpu"), epochs=5, variants=variants)
     assert "| cora | 10.00 | 2.50 | 5.00 | 0.250 | 0.500 | 25 |" in text
     assert "0.80 GiB" in text and "profile table" in text and "CPU" in text
+    assert "| rw | 3.00 | 0.75 | 25 |" in text

@@ -34,7 +34,7 @@ def test_per_seed_csv_rows(cora_workdir):
         assert row["best_val_loss"] == pytest.approx(expected["best_val_loss"])
         assert row["selected_epoch"] == expected["selected_epoch"]
         assert row["epochs_run"] == expected["epochs_run"]
-        assert row["ms_per_epoch"] == pytest.approx(expected["ms_per_epoch"])
+        assert row["ms_per_seed_epoch"] == pytest.approx(expected["ms_per_seed_epoch"])
         assert row["gamma_mean"] == pytest.approx(float(expected["gamma"].mean()), abs=1e-6)
 
 
@@ -46,7 +46,7 @@ def test_summary_mean_and_sample_std_in_percent(cora_workdir, capsys):
     assert summary["test_acc"]["std"] == pytest.approx(FAKE_STD, abs=1e-4)
     # not the population std (ddof=0), which would be 1.7146
     assert not math.isclose(summary["test_acc"]["std"], np.std(100 * np.array(FAKE_ACCS)), abs_tol=1e-3)
-    assert summary["ms_per_epoch"] == pytest.approx(11.0)  # 10, 11, 12
+    assert summary["ms_per_seed_epoch"] == pytest.approx(11.0)  # 10, 11, 12
     assert summary["epochs_run"] == pytest.approx(6.0)  # 5, 6, 7
     assert "cora/cadnet: 83.60 ± 2.10 over 3 runs" in capsys.readouterr().out
 

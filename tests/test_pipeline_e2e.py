@@ -1,7 +1,8 @@
 """End-to-end: the whole DVC pipeline on Cora in a scratch copy of the project.
 
 A copy of the project (code, params.yaml, dvc.yaml, DVC config) goes into a temporary git
-repository; params select cora / cadnet, 2 runs of 5 epochs. Then:
+repository; params select cora / cadnet, and the variants rw and gat_rw on cora, 2 runs of
+5 epochs. Then:
 `dvc repro` -> outputs exist, `dvc status` is clean -> a change to another dataset's row
 changes nothing, a change to Cora's row reruns training but not download / preprocess ->
 `dvc exp run -S beta=0.9` reruns training with the override -> an interrupted train stage
@@ -106,7 +107,8 @@ def project(tmp_path_factory) -> Project:
         shutil.copy(PROJECT_ROOT / ".dvc" / name, root / ".dvc" / name)
 
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params.update(datasets=["cora"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu")
+    params.update(datasets=["cora"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu",
+                  variants={"datasets": ["cora"], "methods": ["rw", "gat_rw"], "runs": {}})
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
     proj = Project(root, _env(tmp))
@@ -128,21 +130,26 @@ def test_repro_writes_every_output(project):
     # exactly the selected matrix entries run (datasets [cora], methods [cadnet])
     assert set(re.findall(r"Running stage '([^']+)'", out)) == {
         "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot",
+        "train_variant@cora-rw", "evaluate_variant@cora-rw", "train_variant@cora-gat_rw",
+        "evaluate_variant@cora-gat_rw",
     }, out[-3000:]
 
     metrics = project.metrics()
-    assert list(metrics) == ["cora"]
-    acc = metrics["cora"]["test_acc"]
-    assert metrics["cora"]["runs"] == RUNS
+    assert list(metrics) == ["cora"] and list(metrics["cora"]) == ["cadnet", "rw", "gat_rw"]
+    acc = metrics["cora"]["cadnet"]["test_acc"]
+    assert metrics["cora"]["cadnet"]["runs"] == RUNS
     assert 10.0 < acc["mean"] <= 100.0  # 7 classes: chance is ~14 %
     assert acc["ci95_low"] <= acc["mean"] <= acc["ci95_high"]
-    assert metrics["cora"]["paper"] == {"mean": 84.3, "std": 0.5}
+    assert metrics["cora"]["cadnet"]["paper"] == {"mean": 84.3, "std": 0.5}
+    assert metrics["cora"]["rw"]["paper"] == {"mean": 82.4, "std": 0.5}  # its own row of Table 3
 
     results = (project.root / "reports/results.md").read_text()
     assert f"| cora | cadnet | {RUNS} | {acc['mean']:.2f} ± {acc['std']:.2f} |" in results
     assert "| cora | 2708 | 5278 | 1433 | 7 | yes |" in results
+    assert "## Table 3" in results and "| GAT+RW |" in results
+    assert (project.root / "reports/timing.md").exists()
 
-    for name in FIGURES:
+    for name in (*FIGURES, "table3"):
         png = project.root / "reports/figures" / f"cora_{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
 
@@ -184,6 +191,14 @@ def test_param_dependencies_are_per_dataset(project):
         assert "Running stage 'train@cora-cadnet'" in dry, dry
         for stage in STAGES_BEFORE_TRAIN:
             assert f"Running stage '{stage}'" not in dry, dry
+
+        # one method's own key: only that method's stages
+        edited = yaml.safe_load(yaml.safe_dump(original))
+        edited["method_hparams"]["gat_rw"]["attention_slope"] = 0.1
+        project.set_params(edited)
+        status = project.dvc("status").stdout
+        assert "train_variant@cora-gat_rw" in status, status
+        assert "train@cora-cadnet" not in status and "train_variant@cora-rw" not in status, status
     finally:
         project.git("checkout", "--", "params.yaml")
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
@@ -213,10 +228,10 @@ def test_exp_run_global_override(project):
     changed = diff.get("reports/metrics.json", {})
     assert any(key.startswith("cora.") for key in changed), diff
     new_metrics = project.metrics()
-    assert new_metrics["cora"]["test_acc"]["mean"] == pytest.approx(
+    assert new_metrics["cora"]["cadnet"]["test_acc"]["mean"] == pytest.approx(
         100 * sum(r["test_acc"] for r in after.values()) / RUNS, abs=1e-3)
-    if new_metrics["cora"]["test_acc"]["mean"] != old_metrics["cora"]["test_acc"]["mean"]:
-        assert "cora.test_acc.mean" in changed, diff
+    if new_metrics["cora"]["cadnet"]["test_acc"]["mean"] != old_metrics["cora"]["cadnet"]["test_acc"]["mean"]:
+        assert "cora.cadnet.test_acc.mean" in changed, diff
 
     shown = project.dvc("exp", "show", "--json").stdout
     assert "cora" in shown and "0.9" in shown

@@ -19,6 +19,7 @@ from torch_geometric.utils import coalesce, is_undirected
 PROJECT = Path(__file__).resolve().parents[1]
 
 from pipeline import preprocess as pp
+from pipeline import splits
 from pipeline.config import ConfigError, DataError
 
 MIRROR = PROJECT.parent / "shared" / "datasets" / "planetoid"
@@ -200,7 +201,7 @@ def test_tiny_planetoid_pubmed_path(workdir):
     assert torch.all(torch.isclose(sums, torch.ones(520)) | (sums == 0))
 
 
-# ---------------------------------------------------------------- per_class_split
+# ---------------------------------------------------------------- per_class_split (pipeline/splits.py)
 
 
 def class_labels() -> torch.Tensor:
@@ -211,7 +212,7 @@ def class_labels() -> torch.Tensor:
 
 def test_per_class_split_sizes_and_disjoint():
     y = class_labels()
-    train, val, test = pp.per_class_split(y, 4, train_per_class=5, val_per_class=7, seed=3)
+    train, val, test = splits.per_class_split(y, 4, train_per_class=5, val_per_class=7, seed=3)
     assert torch.equal(torch.bincount(y[train], minlength=4), torch.full((4,), 5))
     assert torch.equal(torch.bincount(y[val], minlength=4), torch.full((4,), 7))
     assert not (train & val).any() and not (train & test).any() and not (val & test).any()
@@ -222,9 +223,9 @@ def test_per_class_split_sizes_and_disjoint():
 def test_per_class_split_seeded_and_leaves_global_rng_alone():
     y = class_labels()
     state = torch.get_rng_state()
-    a = pp.per_class_split(y, 4, 5, 7, seed=0)
-    b = pp.per_class_split(y, 4, 5, 7, seed=0)
-    c = pp.per_class_split(y, 4, 5, 7, seed=1)
+    a = splits.per_class_split(y, 4, 5, 7, seed=0)
+    b = splits.per_class_split(y, 4, 5, 7, seed=0)
+    c = splits.per_class_split(y, 4, 5, 7, seed=1)
     assert torch.equal(torch.get_rng_state(), state)
     assert all(torch.equal(m, n) for m, n in zip(a, b))
     assert not torch.equal(a[0], c[0]) and not torch.equal(a[1], c[1])
@@ -233,7 +234,7 @@ def test_per_class_split_seeded_and_leaves_global_rng_alone():
 def test_per_class_split_small_class_is_error():
     y = torch.tensor([0] * 20 + [1] * 11)
     with pytest.raises(DataError, match=r"class 1 has 11 nodes.*= 12"):
-        pp.per_class_split(y, 2, train_per_class=5, val_per_class=7, seed=0)
+        splits.per_class_split(y, 2, train_per_class=5, val_per_class=7, seed=0)
 
 
 # ---------------------------------------------------------------- errors and atomic writes

@@ -56,7 +56,7 @@ def test_rerun_cora_100_seeds_both_engines(tmp_path):
     raw.mkdir()
     for f in mirror.glob("ind.cora.*"):
         shutil.copy(f, raw / f.name)
-    hp = config.hparams_for(config.load_params(ROOT / "params.yaml"), "cora")
+    hp = config.hparams_for(config.load_params(ROOT / "params.yaml"), "cora", "cadnet")
     graph, _ = build_graph(read_raw("cora", tmp_path), hp)
     batched = [r["test_acc"] for k in range(4) for r in train_chunk(graph, hp, list(range(25 * k, 25 * k + 25)))]
     single = [train_seed(graph, hp, s)["test_acc"] for s in range(100)]

@@ -34,19 +34,26 @@ def run_stats(root: Path) -> tuple[dict, str]:
 def test_metrics_json(evaluated):
     metrics, _ = run_stats(evaluated)
     assert list(metrics) == ["cora"]
-    cora = metrics["cora"]
+    assert list(metrics["cora"]) == ["cadnet"]
+    cora = metrics["cora"]["cadnet"]
     assert cora["runs"] == 3
     assert cora["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-3)
     assert cora["test_acc"]["std"] == pytest.approx(FAKE_STD, abs=1e-3)
     assert cora["paper"] == {"mean": PAPER_CORA[0], "std": PAPER_CORA[1]}
     assert cora["diff"] == pytest.approx(FAKE_MEAN - 84.3, abs=1e-3)  # ours - paper = -0.7
     assert cora["diff_in_paper_std"] == pytest.approx((FAKE_MEAN - 84.3) / 0.5, abs=1e-3)  # -1.4
-    assert cora["ms_per_epoch"] == pytest.approx(11.0)
+    assert "ms_per_seed_epoch" not in cora  # timings are not metrics: a rerun would show as a change
+
+
+def test_timing_report_is_separate(evaluated):
+    run_stats(evaluated)
+    timing = (evaluated / "reports/timing.md").read_text()
+    assert "| cora | cadnet | batched (chunk of 3) | 11.00 | 7.60 |" in timing  # fake seeds: 10, 11, 12 ms
 
 
 def test_confidence_interval(evaluated):
     metrics, _ = run_stats(evaluated)
-    acc = metrics["cora"]["test_acc"]
+    acc = metrics["cora"]["cadnet"]["test_acc"]
     low, high = acc["ci95_low"], acc["ci95_high"]
     accs = [100 * a for a in FAKE_ACCS]
     assert min(accs) - 1e-3 <= low <= acc["mean"] <= high <= max(accs) + 1e-3
@@ -74,13 +81,13 @@ def test_only_selected_datasets_are_read(evaluated):
     stale = evaluated / "reports/eval/citeseer"
     stale.mkdir(parents=True)
     (stale / "cadnet.csv").write_text(
-        "seed,test_acc,val_acc,best_val_loss,selected_epoch,epochs_run,ms_per_epoch,gamma_mean\n"
-        "0,0.5,0.5,1.0,3,5,1.0,0.9\n1,0.6,0.6,1.0,3,5,1.0,0.9\n"
+        "seed,test_acc,val_acc,best_val_loss,selected_epoch,epochs_run,ms_per_seed_epoch,gamma_mean,engine\n"
+        "0,0.5,0.5,1.0,3,5,1.0,0.9,single\n1,0.6,0.6,1.0,3,5,1.0,0.9,single\n"
     )
     write_data_stats(evaluated, "citeseer")
     metrics, results = run_stats(evaluated)
     assert list(metrics) == ["cora"]
-    assert "citeseer" not in results
+    assert "| citeseer |" not in results
     # and a stale other method of the selected dataset is not read either
     (evaluated / "reports/eval/cora/cadnet_pull.csv").write_text((stale / "cadnet.csv").read_text())
     metrics, results = run_stats(evaluated)
@@ -88,12 +95,12 @@ def test_only_selected_datasets_are_read(evaluated):
     assert "cadnet_pull |" not in results
 
 
-def test_second_method_nested_under_its_name(evaluated):
+def test_second_method_beside_the_first(evaluated):
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
     write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
     evaluate.main(["cora", "cadnet_pull"])
     metrics, results = run_stats(evaluated)
-    assert metrics["cora"]["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-3)
+    assert metrics["cora"]["cadnet"]["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-3)
     pull = metrics["cora"]["cadnet_pull"]
     assert pull["test_acc"]["mean"] == pytest.approx(84.0, abs=1e-3)
     assert pull["test_acc"]["std"] == pytest.approx(1.0, abs=1e-3)
@@ -105,23 +112,43 @@ def test_second_method_nested_under_its_name(evaluated):
 
 def test_results_markdown_numbers(evaluated):
     metrics, results = run_stats(evaluated)
-    acc = metrics["cora"]["test_acc"]
+    acc = metrics["cora"]["cadnet"]["test_acc"]
     row = next(line for line in results.splitlines() if line.startswith("| cora | cadnet |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "3"
     assert cells[3] == "83.60 ± 2.10"
     assert cells[4] == f"({acc['ci95_low']:.2f}, {acc['ci95_high']:.2f})"
     assert cells[5] == "84.3 ± 0.5"
-    assert cells[6] == "-0.70"
-    assert cells[7] == "-1.40"
-    assert cells[8] == "11.0 (7.60)"
+    assert cells[6] == "Table 2"
+    assert cells[7] == "-0.70"
+    assert cells[8] == "-1.40"
     assert "| cora | 2708 | 5278 | 1433 | 7 | yes |" in results
+
+
+def test_variants_compare_with_their_own_paper_rows_and_fill_table3(evaluated):
+    """rw against Table 3's RW row (Cora 82.4 ± 0.5), not CAD-Net's; Table 3's layout with
+    seed counts below 100 labelled."""
+    update_params(evaluated, variants={"datasets": ["cora"], "methods": ["rw", "cadnet_noent"], "runs": {}})
+    write_fake_seeds(evaluated, method="rw", accs=(0.82, 0.83, 0.84))
+    write_fake_seeds(evaluated, method="cadnet_noent", accs=(0.83, 0.84, 0.85))
+    evaluate.main(["cora", "rw"])
+    evaluate.main(["cora", "cadnet_noent"])
+    metrics, results = run_stats(evaluated)
+    assert set(metrics["cora"]) == {"cadnet", "rw", "cadnet_noent"}
+    rw = metrics["cora"]["rw"]
+    assert rw["paper"] == {"mean": 82.4, "std": 0.5}
+    assert rw["diff"] == pytest.approx(83.0 - 82.4, abs=1e-3)
+    assert metrics["cora"]["cadnet_noent"]["paper"] == {"mean": 83.6, "std": 0.4}  # appendix B.3
+    assert "| cora | rw | 3 | 83.00 ± 1.00 |" in results
+    assert "| RW | 83.00 ± 1.00 (3 seeds) / 82.4 ± 0.5 (+1.2σ) |" in results
+    assert "| AdaCAD | 83.60 ± 2.10 (3 seeds) / 84.3 ± 0.5 (-1.4σ) |" in results
+    assert "| CAD-Net w/o entropy | 84.00 ± 1.00 (3 seeds) / 83.6 ± 0.4 (+1.0σ) |" in results
 
 
 def test_results_markdown_flags_dataset_mismatch(evaluated):
     write_data_stats(evaluated, "cora", [2708, 5429, 1433, 7])
     _, results = run_stats(evaluated)
-    assert "| cora | 2708 | 5429 | 1433 | 7 | no (SPEC: [2708, 5278, 1433, 7]) |" in results
+    assert "| cora | 2708 | 5429 | 1433 | 7 | no (paper: [2708, 5278, 1433, 7]) |" in results
 
 
 def test_missing_eval_csv_names_the_file(cora_workdir):
@@ -129,7 +156,7 @@ def test_missing_eval_csv_names_the_file(cora_workdir):
     with pytest.raises(DataError) as info:
         stats.main([])
     assert "reports/eval/cora/cadnet.csv" in str(info.value)
-    assert "evaluate@cora-cadnet" in str(info.value)
+    assert "dvc repro" in str(info.value) and "cora/cadnet" in str(info.value)
     assert "\n" not in str(info.value)
     assert not (cora_workdir / "reports/metrics.json").exists()
 

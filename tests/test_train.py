@@ -1,0 +1,162 @@
+"""The one training loop (pipeline/train.py) against hand-computed values: the early-stopping
+rule, Adam with amsgrad, the method's loss terms, logit dropout in the batched network, and
+resuming a run of several chunks."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from conftest import update_params
+from pipeline import train
+from pipeline.batched import BatchedCADNet, dropout
+from pipeline.model import CADNet, CADNetConfig
+from test_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
+
+
+# ------------------------------------------------------------------------ early stopping
+
+
+def test_early_stopping_window_excludes_the_current_epoch():
+    # previous two epochs (1.0, 2.0) average 1.5 < 1.6: stop. With the current epoch in the
+    # window the mean would be (2.0 + 1.6) / 2 = 1.8 > 1.6: no stop.
+    assert train.should_stop_early([1.0, 2.0, 1.6], epoch=6, epochs=10, window=2)
+    assert not train.should_stop_early([1.0, 2.0, 1.4], epoch=6, epochs=10, window=2)
+
+
+def test_early_stopping_only_after_half_the_epochs_and_never_without_window():
+    rising = [1.0, 2.0, 3.0]
+    assert not train.should_stop_early(rising, epoch=5, epochs=10, window=2)  # epoch <= epochs // 2
+    assert train.should_stop_early(rising, epoch=6, epochs=10, window=2)
+    assert not train.should_stop_early(rising, epoch=6, epochs=10, window=0)
+
+
+def test_loop_stops_each_seed_at_the_first_epoch_the_rule_fires():
+    graph = synthetic_graph(1)
+    hp = hparams(epochs=40, early_stop_window=3, split="per_class", lr=0.1)
+    for record in train.train_chunk(graph, hp, [0, 1, 2, 3]):
+        losses = record["history"]["val_loss"]
+        fired = [e for e in range(1, hp["epochs"] + 1)
+                 if e <= len(losses) and train.should_stop_early(losses[:e], e, hp["epochs"], 3)]
+        assert record["epochs_run"] == (fired[0] if fired else hp["epochs"])
+        # the selected epoch is the one of lowest validation loss among the epochs run
+        assert record["selected_epoch"] == 1 + min(range(len(losses)), key=losses.__getitem__)
+
+
+# ------------------------------------------------------------------------ the optimiser
+
+
+def test_adam_with_amsgrad_by_hand():
+    """Two steps on one parameter with gradients 1 then 0.01: the second-moment estimate falls,
+    so amsgrad keeps the first step's (larger) one in the denominator."""
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer, scheduler = train.make_optimizer([param], dict(lr=0.1, weight_decay=0.0, lr_drop_every=0))
+    assert scheduler is None
+    for grad in (1.0, 0.01):
+        optimizer.zero_grad()
+        param.grad = torch.tensor([grad])
+        optimizer.step()
+    b1, b2, lr = 0.9, 0.999, 0.1
+    m1, v1 = (1 - b1) * 1.0, (1 - b2) * 1.0
+    p1 = -lr * (m1 / (1 - b1)) / (math.sqrt(v1 / (1 - b2)) + 1e-8)
+    m2, v2 = b1 * m1 + (1 - b1) * 0.01, b2 * v1 + (1 - b2) * 0.01 ** 2
+    assert v2 < v1
+    amsgrad = p1 - lr * (m2 / (1 - b1 ** 2)) / (math.sqrt(max(v1, v2)) / math.sqrt(1 - b2 ** 2) + 1e-8)
+    plain = p1 - lr * (m2 / (1 - b1 ** 2)) / (math.sqrt(v2) / math.sqrt(1 - b2 ** 2) + 1e-8)
+    assert param.item() == pytest.approx(amsgrad, rel=1e-5)
+    assert abs(amsgrad - plain) > 10 * 1e-5 * abs(amsgrad)  # well outside the tolerance: the case tells them apart
+
+
+def test_weight_decay_on_every_parameter_and_step_lr_drop():
+    graph = synthetic_graph()
+    net = train.build_net(graph, hparams(), "cadnet", [0, 1], batched=True)
+    optimizer, scheduler = train.make_optimizer(net.parameters(), hparams(lr_drop_every=2, lr_drop_factor=0.5))
+    grouped = [p for group in optimizer.param_groups for p in group["params"]]
+    assert len(grouped) == len(list(net.parameters()))
+    assert all(g["weight_decay"] == 5e-4 and g["amsgrad"] for g in optimizer.param_groups)
+    lrs = []
+    for _ in range(5):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx([0.03, 0.03, 0.015, 0.015, 0.0075])
+
+
+# ------------------------------------------------------------------------ loss terms
+
+
+def test_the_method_loss_term_reaches_the_optimiser():
+    """CAD-Net's entropy term is its own (the network returns it); the loop must add it: the
+    same seed with lambda_ent 0 and 5 trains differently, and lambda 5 ends with sharper
+    predictions (lower training NLL cannot be told apart, so compare the histories)."""
+    graph = synthetic_graph()
+    runs = {lam: train.train_seed(graph, hparams(lambda_ent=lam, lr=0.1), 0) for lam in (0.0, 0.0, 5.0)}
+    again = train.train_seed(graph, hparams(lambda_ent=0.0, lr=0.1), 0)
+    assert runs[0.0]["history"] == again["history"]  # deterministic ...
+    assert runs[5.0]["history"]["train_loss"] != runs[0.0]["history"]["train_loss"]  # ... and the term acts
+
+
+def test_batched_regularizer_is_lambda_times_mean_entropy_per_seed():
+    graph = synthetic_graph()
+    net = train.build_net(graph, hparams(lambda_ent=0.7), "cadnet", [0, 1, 2], batched=True).eval()
+    out = net()
+    assert out.regularizer.shape == (3,)
+    assert torch.all(out.regularizer > 0)
+    for s, seed in enumerate((0, 1, 2)):
+        single = train.build_net(graph, hparams(lambda_ent=0.7), "cadnet", [seed], batched=False).eval()()
+        torch.testing.assert_close(out.regularizer[s], single.regularizer[0])
+    # without the term (cadnet_noent fixes lambda_ent = 0) the network returns zeros
+    noent = train.build_net(graph, hparams("cadnet_noent"), "cadnet_noent", [0, 1], batched=True).eval()
+    assert torch.equal(noent().regularizer, torch.zeros(2))
+
+
+def test_batched_logit_dropout_is_what_gets_diffused():
+    """Batched network, dropout at the logits only: the output equals AdaCAD applied to the
+    dropped logits (same random draw), not to the undropped ones."""
+    graph = synthetic_graph()
+    cfg = CADNetConfig.from_hparams(hparams(p_drop=0.5, dropout_sites=["logits"]), FEATURES, CLASSES)
+    torch.manual_seed(0)
+    net = BatchedCADNet([CADNet(cfg) for _ in range(2)], graph["x"], graph["edge_index"]).train()
+    torch.manual_seed(5)
+    out = net()
+    with torch.no_grad():
+        hidden = torch.nn.functional.leaky_relu(net._first_layer() + net.b1, cfg.leak_slope)
+        logits = torch.einsum("nsh,shc->nsc", hidden, net.w2) + net.b2
+        torch.manual_seed(5)  # the logit mask is the forward pass's only draw here
+        dropped = dropout(logits, 0.5)
+        z, _, _ = net.aggregate(logits, dropped, net.graph)
+        undropped, _, _ = net.aggregate(logits, logits, net.graph)
+    torch.testing.assert_close(out.log_probs, torch.log_softmax(z, -1))
+    assert not torch.allclose(out.log_probs, torch.log_softmax(undropped, -1), atol=1e-3)
+
+
+# ------------------------------------------------------------------------ resuming
+
+
+def test_resume_of_a_multi_chunk_run_retrains_one_seed_bit_identically(workdir):
+    """runs = 60 in chunks (seed_chunk 25 -> three chunks of 20), dropout on: a lost seed of
+    the middle chunk is retrained with its whole chunk (its dropout stream depends on the
+    chunk) and comes out identical; the other files are not rewritten."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=60, seed_chunk=25, epochs=3, p_drop=0.3,
+                  variants={"datasets": [], "methods": [], "runs": {}})
+    graph_dir = workdir / "data/processed/cora"
+    graph_dir.mkdir(parents=True)
+    graph = synthetic_graph()
+    torch.save(graph, graph_dir / "graph.pt")
+    train.main(["cora", "cadnet"])
+    run_dir = workdir / "data/runs/cora/cadnet"
+    files = sorted(run_dir.glob("seed_*.pt"))
+    assert len(files) == 60
+    records = {p.name: torch.load(p, weights_only=False) for p in files}
+    assert {r["engine"] for r in records.values()} == {"batched (chunk of 20)"}
+    mtimes = {p.name: p.stat().st_mtime_ns for p in files}
+    lost = run_dir / "seed_037.pt"
+    lost.unlink()
+
+    train.main(["cora", "cadnet"])
+    again = torch.load(lost, weights_only=False)
+    assert again["history"] == records["seed_037.pt"]["history"]
+    assert again["test_acc"] == records["seed_037.pt"]["test_acc"]
+    assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt") if p != lost} == \
+        {k: v for k, v in mtimes.items() if k != "seed_037.pt"}
