@@ -83,3 +83,30 @@ def test_missing_eval_output_names_the_file(evaluated):
         plot.main([])
     assert "data/eval/cora/cadnet_history.csv" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_table3_figure_and_figure_b1_where_the_variants_ran(evaluated, monkeypatch):
+    """Variants rw and cad on citeseer: a Table 3 figure for it and the paper's Fig. B.1
+    (validation loss of CAD-Net and RW on CiteSeer), whose two curves are the two methods'
+    per-epoch means."""
+    update_params(evaluated, datasets=["cora", "citeseer"],
+                  variants={"datasets": ["citeseer"], "methods": ["rw", "cad"], "runs": {}})
+    for method, accs in (("cadnet", (0.73, 0.74, 0.75)), ("rw", (0.71, 0.72, 0.73)), ("cad", (0.72, 0.73, 0.74))):
+        write_fake_seeds(evaluated, dataset="citeseer", method=method, accs=accs)
+        evaluate.main(["citeseer", method])
+    drawn = {}
+    real_plot = plot.plt.Axes.plot
+
+    def recording_plot(ax, *args, **kwargs):
+        drawn[kwargs.get("label")] = list(args[1]) if len(args) > 1 else None
+        return real_plot(ax, *args, **kwargs)
+
+    monkeypatch.setattr(plot.plt.Axes, "plot", recording_plot)
+    plot.main([])
+    figures = evaluated / "reports/figures"
+    for name in ("citeseer_table3", "citeseer_val_loss_cadnet_vs_rw"):
+        assert_png(figures / f"{name}.png")
+    assert not (figures / "cora_table3.png").exists()  # cora is not in the variants study here
+    history = __import__("pandas").read_csv(evaluated / "data/eval/citeseer/rw_history.csv")
+    expected = history.groupby("epoch")["val_loss"].mean().tolist()
+    assert drawn["RW (mean over seeds)"] == pytest.approx(expected)
