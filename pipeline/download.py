@@ -42,7 +42,7 @@ CHECKSUM_COLUMNS = ("dataset", "source", "file", "bytes", "sha256", "upstream_gi
 RAW_DIR = Path("data") / "raw"
 
 MIRROR_ENV = "CADNET_MIRROR"
-MIRROR_EXAMPLE = "../shared/datasets"
+MIRROR_EXAMPLE = "/path/to/your/datasets"
 
 # The same locations as torch_geometric's Planetoid.url and Amazon.url / Coauthor.url.
 # Kept as constants so this stage does not import torch (seconds of start-up) to read them.
@@ -98,12 +98,17 @@ def mirror_from_env() -> Path | None:
 
     A set variable that points nowhere is an error rather than a silent fall-back to the
     network: the user asked for the mirror, and machines without internet would otherwise
-    fail later with a less helpful message.
+    fail later with a less helpful message. The path must be absolute: DVC runs the stage from
+    the repository root, not from the directory where the user typed the export, so a relative
+    path would silently mean another folder.
     """
     value = os.environ.get(MIRROR_ENV, "").strip()
     if not value:
         return None
-    mirror = Path(os.path.abspath(Path(value).expanduser()))  # absolute, ".." folded
+    if not Path(value).expanduser().is_absolute():
+        raise DataError(f"{MIRROR_ENV}={value}: give an absolute path (DVC runs stages from the repository root, "
+                        f'not from your shell\'s directory), e.g. export {MIRROR_ENV}="$(realpath {value})"')
+    mirror = Path(os.path.abspath(Path(value).expanduser()))  # ".." folded
     if not mirror.is_dir():
         raise DataError(f"{MIRROR_ENV}={value}: mirror directory {mirror} does not exist")
     return mirror

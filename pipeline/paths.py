@@ -15,7 +15,8 @@ HISTORY_ROOT = Path("data/eval")  # evaluate: data/eval/<dataset>/<method>_histo
 METRICS_FILE = Path("reports/metrics.json")  # stats
 RESULTS_FILE = Path("reports/results.md")  # stats
 TIMING_FILE = Path("reports/timing.md")  # stats: wall times, kept out of the metrics
-FIGURES_ROOT = Path("reports/figures")  # plot
+FIGURES_ROOT = Path("reports/figures")  # plot: PNG figures
+PLOT_DATA_ROOT = Path("reports/plots")  # plot: CSV data plots, drawn by `dvc plots show/diff`
 
 
 def seed_file(run_dir: Path, seed: int) -> Path:

@@ -1,7 +1,8 @@
 """Plot stage: ``python -m pipeline.plot``.
 
 For each selected dataset, three PNG figures in ``reports/figures/`` (declared as DVC plots,
-so ``dvc plots show`` renders them offline):
+so ``dvc plots show`` renders them offline), titled with any setting that differs from the
+paper's (the paper's band is only called the paper's result at its own settings):
 - ``<dataset>_accuracy.png``: test accuracy of every seed, per method, against the paper's
   mean ± std band (Table 2);
 - ``<dataset>_gamma.png``: histogram of the adaptive weight gamma over nodes at the selected
@@ -11,7 +12,10 @@ so ``dvc plots show`` renders them offline):
 and, where the variants study (Table 3) ran:
 - ``<dataset>_table3.png``: each aggregation's mean ± std beside the paper's (Table 3);
 - ``citeseer_val_loss_cadnet_vs_rw.png``: validation loss of CAD-Net and RW on CiteSeer over
-  epochs (the paper's Fig. B.1).
+  epochs (the paper's Fig. B.1);
+and, for `dvc plots diff` between experiments, the data behind them as CSV files that DVC
+draws itself (``reports/plots/accuracy/<dataset>_<method>.csv``: test accuracy per seed;
+``reports/plots/loss/<dataset>_<method>.csv``: mean training and validation loss per epoch).
 """
 from __future__ import annotations
 
@@ -25,10 +29,27 @@ import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
 from pipeline.methods import REGISTRY, TABLE3_ROWS  # noqa: E402
-from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, HISTORY_ROOT  # noqa: E402
+from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, HISTORY_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import load_paper, paper_row  # noqa: E402
 
 DEFAULT_METHOD = "cadnet"
+LEGEND_BELOW = dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+
+
+def changed_settings(params: dict, paper: dict, dataset: str, method: str = DEFAULT_METHOD) -> list[str]:
+    """The settings of this run that differ from the paper's (its CAD-Net table and 100 runs),
+    as ``key=value`` strings; empty when the figure shows the paper's own setting."""
+    hp = config.hparams_for(params, dataset, method)
+    reference = paper["settings"]["cadnet"][dataset]
+    changed = [f"{k}={hp[k]}" for k, v in reference.items() if hp[k] != v]
+    runs = config.runs_for(params, dataset, method)
+    if runs != paper["settings"]["runs"]:
+        changed.append(f"{runs} seeds")
+    return changed
+
+
+def _title(text: str, changed: list[str]) -> str:
+    return text if not changed else f"{text}\n(not the paper's settings: {', '.join(changed)})"
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -37,10 +58,11 @@ def _read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float]):
+def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float], changed: list[str]):
     fig, ax = plt.subplots(figsize=(7, 3.5))
     mean, std = paper_mean_std
-    ax.axhspan(mean - std, mean + std, color="tab:gray", alpha=0.25, label=f"paper {mean:.1f} ± {std:.1f}")
+    band = f"paper {mean:.1f} ± {std:.1f}" if not changed else f"paper {mean:.1f} ± {std:.1f}, at the paper's settings"
+    ax.axhspan(mean - std, mean + std, color="tab:gray", alpha=0.25, label=band)
     ax.axhline(mean, color="tab:gray", lw=1)
     for method in methods:
         table = _read(EVAL_ROOT / dataset / f"{method}.csv")
@@ -48,32 +70,39 @@ def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float
         points = ax.plot(table["seed"], acc, "o", ms=3, alpha=0.7,
                          label=f"{method}: {acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}")
         ax.axhline(acc.mean(), color=points[0].get_color(), lw=1, ls="--")
-    ax.set(xlabel="seed", ylabel="test accuracy (%)", title=f"{dataset}: test accuracy per seed")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set(xlabel="seed", ylabel="test accuracy (%)", title=_title(f"{dataset}: test accuracy per seed", changed))
+    ax.legend(**LEGEND_BELOW)  # below the axes, never over the points
     return fig
 
 
-def gamma_figure(dataset: str, method: str):
+def gamma_figure(dataset: str, method: str, beta: float, changed: list[str]):
+    """The paper's Fig. B.3: gamma over nodes at each seed's selected epoch; gamma >= beta."""
     hist = _read(EVAL_ROOT / dataset / f"{method}_gamma.csv")
     single = [c for c in hist.columns if c.startswith("count_seed_")][0]
     width = hist["bin_right"] - hist["bin_left"]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     for ax, column, label in ((axes[0], "count_all_seeds", "all seeds"), (axes[1], single, single[6:].replace("_", " "))):
         ax.bar(hist["bin_left"], hist[column], width=width, align="edge", color="tab:blue")
+        ax.axvline(beta, color="tab:red", lw=1, ls="--", label=rf"$\beta$ = {beta} (lower bound of $\gamma$)")
         ax.set(xlabel=r"$\gamma_i$", ylabel="nodes", title=f"{dataset}/{method}: {label}")
+        ax.legend(fontsize=7, loc="upper left")
+    if changed:
+        fig.suptitle(f"not the paper's settings: {', '.join(changed)}", fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def loss_figure(dataset: str, method: str):
+def loss_figure(dataset: str, method: str, changed: list[str]):
     history = _read(HISTORY_ROOT / dataset / f"{method}_history.csv")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for column, color in (("train_loss", "tab:blue"), ("val_loss", "tab:orange")):
         by_epoch = history.groupby("epoch")[column]
-        ax.plot(by_epoch.mean().index, by_epoch.mean(), color=color, label=f"{column} (mean over seeds)")
-        ax.fill_between(by_epoch.mean().index, by_epoch.quantile(0.1), by_epoch.quantile(0.9), color=color, alpha=0.2)
-    ax.set(xlabel="epoch", ylabel="NLL loss (eval mode)", title=f"{dataset}/{method}: loss over epochs")
-    ax.legend(fontsize=8)
+        ax.plot(by_epoch.mean().index, by_epoch.mean(), color=color, label=f"{column}, mean over the seeds still running")
+        ax.fill_between(by_epoch.mean().index, by_epoch.quantile(0.1), by_epoch.quantile(0.9), color=color, alpha=0.2,
+                        label=f"{column}, 10-90% of those seeds")
+    ax.set(xlabel="epoch", ylabel="NLL loss (eval mode)",
+           title=_title(f"{dataset}/{method}: loss over epochs (a seed that stopped early leaves the mean)", changed))
+    ax.legend(**LEGEND_BELOW)
     return fig
 
 
@@ -117,10 +146,12 @@ def main(argv: list[str]) -> None:
     main_method = DEFAULT_METHOD if DEFAULT_METHOD in params["methods"] else params["methods"][0]
     figures = {}
     for dataset in params["datasets"]:
+        changed = changed_settings(params, paper, dataset)
         figures[f"{dataset}_accuracy"] = accuracy_figure(dataset, params["methods"],
-                                                         paper["table2"][DEFAULT_METHOD][dataset])
-        figures[f"{dataset}_gamma"] = gamma_figure(dataset, main_method)
-        figures[f"{dataset}_loss"] = loss_figure(dataset, main_method)
+                                                         paper["table2"][DEFAULT_METHOD][dataset], changed)
+        beta = config.hparams_for(params, dataset, main_method)["beta"]
+        figures[f"{dataset}_gamma"] = gamma_figure(dataset, main_method, beta, changed)
+        figures[f"{dataset}_loss"] = loss_figure(dataset, main_method, changed)
     variants = params["variants"]
     for dataset in variants["datasets"]:
         selected = {*params["methods"], *variants["methods"]}
@@ -131,7 +162,25 @@ def main(argv: list[str]) -> None:
     for name, fig in figures.items():
         fig.savefig(FIGURES_ROOT / f"{name}.png", dpi=110, bbox_inches="tight")
         plt.close(fig)
-    print(f"wrote {len(figures)} figures to {FIGURES_ROOT}/")
+    write_plot_data(config.cells(params))
+    print(f"wrote {len(figures)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
+
+
+def write_plot_data(cells: list[tuple[str, str]]) -> None:
+    """Per cell: accuracy per seed and the mean losses per epoch, as CSV that `dvc plots show`
+    and `dvc plots diff` draw (templates in dvc.yaml). Old files of unselected cells go."""
+    for kind in ("accuracy", "loss"):
+        folder = PLOT_DATA_ROOT / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.csv"):
+            old.unlink()
+    for dataset, method in cells:
+        table = _read(EVAL_ROOT / dataset / f"{method}.csv")
+        accuracy = pd.DataFrame({"seed": table["seed"], "test_acc": (100 * table["test_acc"]).round(4)})
+        accuracy.to_csv(PLOT_DATA_ROOT / "accuracy" / f"{dataset}_{method}.csv", index=False)
+        history = _read(HISTORY_ROOT / dataset / f"{method}_history.csv")
+        losses = history.groupby("epoch")[["train_loss", "val_loss"]].mean().round(6).reset_index()
+        losses.to_csv(PLOT_DATA_ROOT / "loss" / f"{dataset}_{method}.csv", index=False)
 
 
 if __name__ == "__main__":

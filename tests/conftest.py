@@ -38,6 +38,54 @@ def shipped_params_text() -> str:
 SHIPPED_PARAMS = yaml.safe_load(shipped_params_text())
 
 
+def write_tiny_planetoid_mirror(mirror: Path, name: str = "cora", classes: int = 7, per_class: int = 100,
+                                features: int = 30, seed: int = 0) -> list[str]:
+    """A small graph in the upstream planetoid layout (``mirror/planetoid/ind.<name>.*``), so
+    that the end-to-end tests run on any machine: ``classes * per_class`` nodes, 20 labelled
+    per class, the next 500 for validation (PyG's public split), the rest test; mostly
+    within-class edges and a class signal in the features, so training beats chance.
+    Returns the rows of a checksum table (``pipeline/checksums.tsv`` format) for its files."""
+    import hashlib
+    import pickle
+    from collections import defaultdict
+
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    n = classes * per_class
+    labels = rng.permutation(np.repeat(np.arange(classes), per_class))
+    train = np.concatenate([np.flatnonzero(labels == c)[:20] for c in range(classes)])
+    rest = rng.permutation(np.setdiff1d(np.arange(n), train))
+    order = np.concatenate([train, rest])  # new node i is old node order[i]
+    labels = labels[order]
+    x = (rng.random((n, features)) < 0.1).astype(np.float32)
+    x[np.arange(n), labels % features] = 1.0  # the class signal
+    n_test = n - len(train) - 500
+    n_all = n - n_test
+    graph = defaultdict(list)
+    for i in range(n):
+        for _ in range(3):
+            same = rng.random() < 0.8
+            j = int(rng.choice(np.flatnonzero(labels == labels[i]) if same else np.arange(n)))
+            if j != i:
+                graph[i].append(j)
+    one_hot = np.eye(classes)[labels]
+    parts = {"x": sp.csr_matrix(x[:len(train)]), "y": one_hot[:len(train)], "allx": sp.csr_matrix(x[:n_all]),
+             "ally": one_hot[:n_all], "tx": sp.csr_matrix(x[n_all:]), "ty": one_hot[n_all:], "graph": graph}
+    folder = mirror / "planetoid"
+    folder.mkdir(parents=True, exist_ok=True)
+    for part, obj in parts.items():
+        with open(folder / f"ind.{name}.{part}", "wb") as f:
+            pickle.dump(obj, f)
+    (folder / f"ind.{name}.test.index").write_text("\n".join(map(str, range(n_all, n))) + "\n")
+    rows = []
+    for part in ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index"):
+        data = (folder / f"ind.{name}.{part}").read_bytes()
+        rows.append(f"{name}\tplanetoid\tind.{name}.{part}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}\t-\tyes")
+    return rows
+
+
 def read_params(root: Path) -> dict:
     return yaml.safe_load((root / "params.yaml").read_text())
 

@@ -174,6 +174,17 @@ def test_mirror_directory_missing(workdir, monkeypatch):
     assert download.MIRROR_ENV in str(info.value) and str(missing) in str(info.value)
 
 
+def test_relative_mirror_path_is_refused_with_the_absolute_form(workdir, monkeypatch):
+    (workdir / "mirror" / "planetoid").mkdir(parents=True)  # exists relative to the cwd, still refused
+    monkeypatch.setenv(download.MIRROR_ENV, "mirror")
+    with pytest.raises(DataError) as info:
+        download.main(["cora"])
+    message = str(info.value)
+    assert "CADNET_MIRROR=mirror" in message and "absolute path" in message and "realpath mirror" in message
+    assert "\n" not in message
+    assert leftovers(workdir / "data" / "raw" / "cora") == []
+
+
 def test_no_mirror_no_network(workdir, monkeypatch):
     def offline(url, timeout=None):
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
