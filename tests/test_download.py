@@ -17,16 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REAL_MIRROR, needs_real_mirror
 from pipeline import download
 from pipeline.config import DATASETS, ConfigError, DataError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
-REAL_MIRROR = PROJECT_ROOT.parent / "shared" / "datasets"
-
-needs_mirror = pytest.mark.skipif(
-    not (REAL_MIRROR / "planetoid" / "ind.cora.x").is_file(), reason=f"no mirror at {REAL_MIRROR}"
-)
+needs_mirror = needs_real_mirror("planetoid", "ind.cora.x")
 
 
 @pytest.fixture
