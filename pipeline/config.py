@@ -27,7 +27,7 @@ ENGINES = ("batched", "single")
 TRANSITIONS = ("cad", "rw", "symna", "gat", "tf")
 PROPAGATIONS = ("steps", "ppr", "heat")
 WEIGHTINGS = ("adaptive", "none")
-TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "variants", "device", "engine", "seed_chunk",
+TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", "variants", "device", "engine", "seed_chunk",
                   "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
 
 # One rule per hyperparameter of CAD-Net's table: (check, description of the allowed values).
@@ -114,6 +114,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     for name in params["methods"]:
         check_choice("methods", name, METHODS)
     _check_runs("runs", params.get("runs"))
+    params["runs_by_dataset"] = _check_runs_by_dataset("runs_by_dataset", params.get("runs_by_dataset"))
     _check_variants(params)
     check_choice("device", params.get("device", "auto"), DEVICES)
     check_choice("engine", params.get("engine", "batched"), ENGINES)
@@ -170,20 +171,27 @@ def _check_variants(params: dict) -> None:
         check_choice("variants.methods", name, METHODS)
         if name in params["methods"]:
             raise ConfigError(f"variants.methods: {name!r} is also in methods; list each method in one study only")
-    runs = variants.get("runs") or {}
+    variants["runs"] = _check_runs_by_dataset("variants.runs", variants.get("runs"))
+
+
+def _check_runs_by_dataset(where: str, runs: Any) -> dict:
+    """A mapping dataset -> number of runs (empty when absent)."""
+    runs = runs or {}
     if not isinstance(runs, dict):
-        raise ConfigError("variants.runs: must map a dataset to its number of runs (others use `runs`)")
+        raise ConfigError(f"{where}: must map a dataset to its number of runs (others use `runs`)")
     for name, value in runs.items():
-        check_choice("variants.runs", name, DATASETS)
-        _check_runs(f"variants.runs.{name}", value)
+        check_choice(where, name, DATASETS)
+        _check_runs(f"{where}.{name}", value)
+    return runs
 
 
 def runs_for(params: dict, dataset: str, method: str) -> int:
-    """Seeds of one cell: `runs`, or for a method of the variants study `variants.runs.<dataset>`."""
+    """Seeds of one cell: `runs`, or where set, `runs_by_dataset.<dataset>` (main study) or
+    `variants.runs.<dataset>` (a method of the variants study)."""
     variants = params["variants"]
     if method in variants["methods"]:
         return variants["runs"].get(dataset, params["runs"])
-    return params["runs"]
+    return params["runs_by_dataset"].get(dataset, params["runs"])
 
 
 def cells(params: dict) -> list[tuple[str, str]]:

@@ -432,8 +432,20 @@ def test_method_own_keys_are_checked(workdir, own, message):
     ({"datasets": ["cora"], "methods": ["rw"], "runs": 5}, ["variants.runs", "map a dataset"]),
     ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["variants", "datasets, methods, runs"]),
 ])
-def test_variants_study_is_checked(workdir, variants, message):
+def test_variants_study_is_checked(workdir, variants, message):  # noqa: D103
     write_params(workdir, params_with(datasets=["cora"], methods=["cadnet"], variants=variants))
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, *message)
+
+
+@pytest.mark.parametrize("runs_by_dataset, message", [
+    ({"pubmed": 0}, ["runs_by_dataset.pubmed", "integer >= 1"]),
+    ({"pubmd": 20}, ["runs_by_dataset", "pubmd", "pubmed"]),
+    (20, ["runs_by_dataset", "map a dataset"]),
+])
+def test_runs_by_dataset_is_checked(workdir, runs_by_dataset, message):
+    write_params(workdir, params_with(runs_by_dataset=runs_by_dataset))
     with pytest.raises(ConfigError) as info:
         config.load_params()
     assert_one_line(info.value, *message)
@@ -445,5 +457,10 @@ def test_runs_and_cells_of_both_studies(workdir):
     assert config.runs_for(loaded, "pubmed", "rw") == 20
     assert config.runs_for(loaded, "cora", "rw") == 100  # not listed: the top-level runs
     assert config.runs_for(loaded, "pubmed", "cadnet") == 100  # the main study ignores variants.runs
+    loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants,
+                                       runs_by_dataset={"pubmed": 30}))
+    assert config.runs_for(loaded, "pubmed", "cadnet") == 30  # ... and uses runs_by_dataset
+    assert config.runs_for(loaded, "cora", "cadnet") == 100
+    assert config.runs_for(loaded, "pubmed", "rw") == 20
     assert config.cells(loaded) == [("cora", "cadnet"), ("pubmed", "cadnet"), ("cora", "rw"), ("cora", "cad"),
                                     ("pubmed", "rw"), ("pubmed", "cad")]

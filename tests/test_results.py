@@ -42,6 +42,24 @@ def test_batched_and_single_engines_agree_on_cora_over_100_seeds():
     assert abs(batched - single) <= 0.3, (batched, single)
 
 
+def test_committed_metrics_are_the_committed_per_seed_tables():
+    """Every number in reports/metrics.json is recomputed from the per-seed CSVs beside it
+    (nothing typed in), and every cell of the committed run has its seeds."""
+    import json
+
+    metrics_file = ROOT / "reports/metrics.json"
+    if not metrics_file.exists():
+        pytest.skip("no committed metrics")
+    metrics = json.loads(metrics_file.read_text())
+    for dataset, methods in metrics.items():
+        for method, m in methods.items():
+            table = pd.read_csv(BATCHED / dataset / f"{method}.csv")
+            assert m["runs"] == len(table) == table["seed"].nunique() and set(table["seed"]) == set(range(len(table)))
+            assert m["test_acc"]["mean"] == pytest.approx(100 * table["test_acc"].mean(), abs=1e-3)
+            assert m["test_acc"]["std"] == pytest.approx(100 * table["test_acc"].std(ddof=1), abs=1e-3)
+            assert m["runs"] >= 20, (dataset, method)
+
+
 @pytest.mark.skipif(os.environ.get("CADNET_SLOW") != "1", reason="100-seed run; set CADNET_SLOW=1")
 def test_rerun_cora_100_seeds_both_engines(tmp_path):
     """Slow (minutes): 100 seeds of Cora with each engine from the real files."""
