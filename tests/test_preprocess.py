@@ -23,7 +23,7 @@ from pipeline import preprocess as pp
 from pipeline import splits
 from pipeline.config import ConfigError, DataError
 
-MIRROR = PROJECT.parent / "shared" / "datasets" / "planetoid"
+MIRROR = REAL_MIRROR / "planetoid"
 
 
 @pytest.fixture
