@@ -1,0 +1,45 @@
+"""The method registry (pipeline/methods.py): every entry is complete and consistent."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import yaml
+
+from pipeline import config
+from pipeline.methods import REGISTRY, TABLE3_ROWS
+from pipeline.stats import PAPER_FILE
+
+PAPER = yaml.safe_load(PAPER_FILE.read_text())
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_entry_is_complete(name):
+    entry = REGISTRY[name]
+    assert entry.name == name and entry.label
+    module, function = entry.builder.split(":")
+    assert callable(getattr(importlib.import_module(module), function))
+    for key, value in entry.fixed.items():  # what it fixes is a valid value of a known key
+        check, allowed = config.HPARAM_RULES[key]
+        assert check(value), (name, key, value, allowed)
+    assert {"transition", "propagation", "weighting"} <= set(entry.fixed)
+    assert set(entry.own_keys) <= set(config.METHOD_RULES)
+    table, row = entry.paper
+    for dataset in ("citeseer", "cora", "pubmed"):  # every method has the paper's citation numbers
+        mean, std = PAPER[table][row][dataset]
+        assert 0 < mean < 100 and 0 < std < 10
+
+
+def test_table3_rows_are_registry_methods_in_the_paper_order():
+    assert all(m in REGISTRY for m in TABLE3_ROWS)
+    assert [REGISTRY[m].paper[1] for m in TABLE3_ROWS if m not in ("cadnet", "rw_pull")] == \
+        ["rw", "symna", "ppr", "hk", "gat_rw", "tf_rw", "cad"]
+
+
+def test_methods_differ_in_what_they_fix():
+    """Two entries with the same builder and the same fixed settings would be one method twice."""
+    seen = {}
+    for name, entry in REGISTRY.items():
+        key = (entry.builder, tuple(sorted(entry.fixed.items())))
+        assert key not in seen, (name, seen.get(key))
+        seen[key] = name
