@@ -453,7 +453,8 @@ def test_runs_by_dataset_is_checked(workdir, runs_by_dataset, message):
 
 def test_runs_and_cells_of_both_studies(workdir):
     variants = {"datasets": ["cora", "pubmed"], "methods": ["rw", "cad"], "runs": {"pubmed": 20}}
-    loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants))
+    loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants,
+                                       runs_by_dataset={}))
     assert config.runs_for(loaded, "pubmed", "rw") == 20
     assert config.runs_for(loaded, "cora", "rw") == 100  # not listed: the top-level runs
     assert config.runs_for(loaded, "pubmed", "cadnet") == 100  # the main study ignores variants.runs
