@@ -160,3 +160,40 @@ def test_resume_of_a_multi_chunk_run_retrains_one_seed_bit_identically(workdir):
     assert again["test_acc"] == records["seed_037.pt"]["test_acc"]
     assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt") if p != lost} == \
         {k: v for k, v in mtimes.items() if k != "seed_037.pt"}
+
+
+# ------------------------------------------------------------------------ the registry's switches
+
+
+def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(workdir, monkeypatch):
+    """A registry entry with batched=False: the stage trains it one seed at a time (engine
+    single) even where params.yaml asks for the batched engine, with the same records."""
+    import dataclasses
+
+    from pipeline.methods import REGISTRY
+
+    monkeypatch.setitem(REGISTRY, "cadnet", dataclasses.replace(REGISTRY["cadnet"], batched=False))
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, engine="batched", n_jobs=1,
+                  variants={"datasets": [], "methods": [], "runs": {}})
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    torch.save(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    train.main(["cora", "cadnet"])
+    records = [torch.load(p, weights_only=False) for p in sorted((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))]
+    assert [r["engine"] for r in records] == ["single"] * 3
+    from pipeline import config
+
+    hp = config.hparams_for(config.load_params(), "cora", "cadnet")
+    reference = train.train_seed(synthetic_graph(), hp, 2)  # the one-seed reference, seed 2's own dropout
+    assert records[2]["history"] == reference["history"] and records[2]["test_acc"] == reference["test_acc"]
+
+
+def test_code_fingerprint_ignores_docstrings_and_comments_but_not_code(tmp_path):
+    original = 'def f(x):\n    """Doubles."""\n    return 2 * x  # twice\n'
+    reworded = 'def f(x):\n    """Twice x, as the paper says."""\n    # a comment\n    return 2 * x\n'
+    changed = 'def f(x):\n    """Doubles."""\n    return 3 * x\n'
+    prints = []
+    for k, text in enumerate((original, reworded, changed)):
+        path = tmp_path / f"m{k}.py"
+        path.write_text(text)
+        prints.append(train.code_fingerprint(path))
+    assert prints[0] == prints[1] != prints[2]
