@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", "variants", 
 # Every row of `hparams` has all of them; each has a global override of the same name.
 TABLE_RULES: dict[str, tuple[Any, str]] = {
     "hidden": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "leak_slope": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
+    "leak_slope": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "p_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
     "dropout_sites": (
         lambda v: isinstance(v, list) and all(s in DROPOUT_SITES for s in v),
@@ -46,11 +48,11 @@ TABLE_RULES: dict[str, tuple[Any, str]] = {
     "self_loops": (lambda v: isinstance(v, bool), "true or false"),
     "normalize_features": (lambda v: isinstance(v, bool), "true or false"),
     "epochs": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "lr": (lambda v: _is_num(v) and v > 0, "a number > 0"),
+    "lr": (lambda v: _is_num(v) and 0 < v <= 10, "a number in (0, 10]"),
     "lr_drop_every": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: no drop)"),
     "lr_drop_factor": (lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]"),
-    "weight_decay": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
-    "lambda_ent": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
+    "weight_decay": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "lambda_ent": (lambda v: _is_num(v) and 0 <= v <= 100, "a number in [0, 100]"),
     "early_stop_window": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: off)"),
     "split": (lambda v: v in SPLITS, f"one of {list(SPLITS)}"),
     "train_per_class": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
@@ -87,7 +89,23 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite int or float (inf and nan are never a hyperparameter here)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# PyYAML follows YAML 1.1, which reads `5e-4` (no dot) as a string; users write numbers so.
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _numbers_from_strings(value: Any) -> Any:
+    """`5e-4` and the like as the floats they mean, everywhere in the params tree."""
+    if isinstance(value, dict):
+        return {k: _numbers_from_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_from_strings(v) for v in value]
+    if isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
+        return float(value)
+    return value
 
 
 def check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -100,7 +118,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: file not found (run from the project root)")
-    params = yaml.safe_load(path.read_text()) or {}
+    params = _numbers_from_strings(yaml.safe_load(path.read_text()) or {})
     known = {*TOP_LEVEL_KEYS, *TABLE_RULES}
     unknown = sorted(set(params) - known)
     if unknown:  # a typo such as `betta: 0.9` would otherwise be ignored silently

@@ -58,8 +58,8 @@ BAD_TOP_LEVEL = [
     ("K-bool", {"K": True}, "K", ["an integer >= 1"]),
     ("epochs-0", {"epochs": 0}, "epochs", ["an integer >= 1"]),
     ("epochs-neg", {"epochs": -1}, "epochs", ["an integer >= 1"]),
-    ("lr-0", {"lr": 0}, "lr", ["a number > 0"]),
-    ("lr-neg", {"lr": -0.01}, "lr", ["a number > 0"]),
+    ("lr-0", {"lr": 0}, "lr", ["a number in (0, 10]"]),
+    ("lr-neg", {"lr": -0.01}, "lr", ["a number in (0, 10]"]),
     ("dropout-site", {"dropout_sites": ["input", "output"]}, "dropout_sites", ["input", "hidden", "logits"]),
     ("direction", {"direction": "sideways"}, "direction", ["push", "pull"]),
     ("split", {"split": "random"}, "split", ["public", "per_class"]),
@@ -122,8 +122,8 @@ BAD_ROW = [
     ("K-2.5", "K", 2.5, "an integer >= 1"),
     ("epochs-0", "epochs", 0, "an integer >= 1"),
     ("epochs-neg", "epochs", -1, "an integer >= 1"),
-    ("lr-0", "lr", 0, "a number > 0"),
-    ("lr-neg", "lr", -0.01, "a number > 0"),
+    ("lr-0", "lr", 0, "a number in (0, 10]"),
+    ("lr-neg", "lr", -0.01, "a number in (0, 10]"),
     ("dropout-site", "dropout_sites", ["input", "output"], "logits"),
     ("direction", "direction", "sideways", "pull"),
     ("self_loops-str", "self_loops", "yes", "true or false"),
@@ -465,3 +465,31 @@ def test_runs_and_cells_of_both_studies(workdir):
     assert config.runs_for(loaded, "pubmed", "rw") == 20
     assert config.cells(loaded) == [("cora", "cadnet"), ("pubmed", "cadnet"), ("cora", "rw"), ("cora", "cad"),
                                     ("pubmed", "rw"), ("pubmed", "cad")]
+
+
+# -------------------------------------------------------------------------- numbers as users write them
+
+
+def test_scientific_notation_without_a_dot_is_a_number(workdir):
+    """YAML 1.1 reads `5e-4` as a string; the pipeline takes it as the number it means."""
+    text = shipped_params_text().replace("weight_decay: null", "weight_decay: 5e-4", 1)
+    assert "weight_decay: 5e-4" in text
+    (workdir / "params.yaml").write_text(text.replace("    weight_decay: 0.0005", "    weight_decay: 5e-4"))
+    loaded = config.load_params()
+    assert loaded["weight_decay"] == 0.0005 and loaded["hparams"]["cora"]["weight_decay"] == 0.0005
+    assert config.hparams_for(loaded, "citeseer")["weight_decay"] == 0.0005
+
+
+@pytest.mark.parametrize("key, value, allowed", [
+    ("lr", float("inf"), "(0, 10]"),
+    ("lr", 1000000, "(0, 10]"),
+    ("leak_slope", float("inf"), "[0, 1]"),
+    ("lambda_ent", float("inf"), "[0, 100]"),
+    ("beta", float("nan"), "[0, 1]"),
+    ("weight_decay", 5.0, "[0, 1]"),
+])
+def test_non_finite_and_unphysical_values_are_refused(workdir, key, value, allowed):
+    write_params(workdir, params_with(**{key: value}))
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, key, allowed)
