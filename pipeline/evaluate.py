@@ -12,7 +12,6 @@ import json
 
 import numpy as np
 import pandas as pd
-
 import torch
 
 from pipeline import config

@@ -92,14 +92,23 @@ def gamma_figure(dataset: str, method: str, beta: float, changed: list[str]):
     return fig
 
 
+def _mean_and_band(ax, history: pd.DataFrame, column: str, label: str, band_label: str | None = None,
+                   color: str | None = None) -> None:
+    """One curve per epoch: the mean over the seeds still running (a seed that stopped early
+    leaves it) and the band of their 10th to 90th percentiles."""
+    by_epoch = history.groupby("epoch")[column]
+    mean = by_epoch.mean()
+    line = ax.plot(mean.index, mean, color=color, label=label)
+    ax.fill_between(mean.index, by_epoch.quantile(0.1), by_epoch.quantile(0.9), color=line[0].get_color(),
+                    alpha=0.2, label=band_label)
+
+
 def loss_figure(dataset: str, method: str, changed: list[str]):
     history = _read(HISTORY_ROOT / dataset / f"{method}_history.csv")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for column, color in (("train_loss", "tab:blue"), ("val_loss", "tab:orange")):
-        by_epoch = history.groupby("epoch")[column]
-        ax.plot(by_epoch.mean().index, by_epoch.mean(), color=color, label=f"{column}, mean over the seeds still running")
-        ax.fill_between(by_epoch.mean().index, by_epoch.quantile(0.1), by_epoch.quantile(0.9), color=color, alpha=0.2,
-                        label=f"{column}, 10-90% of those seeds")
+        _mean_and_band(ax, history, column, f"{column}, mean over the seeds still running",
+                       f"{column}, 10-90% of those seeds", color)
     ax.set(xlabel="epoch", ylabel="NLL loss (eval mode)",
            title=_title(f"{dataset}/{method}: loss over epochs (a seed that stopped early leaves the mean)", changed))
     ax.legend(**LEGEND_BELOW)
@@ -128,11 +137,9 @@ def validation_loss_figure(dataset: str, methods: list[str]):
     early leaves the mean from then on), with its 10-90% band."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for method in methods:
-        by_epoch = _read(HISTORY_ROOT / dataset / f"{method}_history.csv").groupby("epoch")["val_loss"]
+        history = _read(HISTORY_ROOT / dataset / f"{method}_history.csv")
         label = "CAD-Net" if method == DEFAULT_METHOD else REGISTRY[method].label
-        line = ax.plot(by_epoch.mean().index, by_epoch.mean(), label=f"{label} (mean over seeds)")
-        ax.fill_between(by_epoch.mean().index, by_epoch.quantile(0.1), by_epoch.quantile(0.9),
-                        color=line[0].get_color(), alpha=0.2)
+        _mean_and_band(ax, history, "val_loss", f"{label} (mean over seeds)")
     ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{dataset}: validation loss (paper Fig. B.1)")
     ax.legend(fontsize=8)
     return fig
@@ -153,9 +160,9 @@ def main(argv: list[str]) -> None:
         figures[f"{dataset}_gamma"] = gamma_figure(dataset, main_method, beta, changed)
         figures[f"{dataset}_loss"] = loss_figure(dataset, main_method, changed)
     variants = params["variants"]
+    selected = {*params["methods"], *variants["methods"]}
+    rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
     for dataset in variants["datasets"]:
-        selected = {*params["methods"], *variants["methods"]}
-        rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
         figures[f"{dataset}_table3"] = table3_figure(dataset, rows, paper)
     if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
         figures["citeseer_val_loss_cadnet_vs_rw"] = validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"])

@@ -80,12 +80,11 @@ def read_per_seed(dataset: str, method: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def collect(params: dict, paper: dict) -> dict:
+def collect(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -> dict:
     """metrics.json's content: ``{dataset: {method: summary}}`` for every selected cell."""
     metrics: dict = {}
-    for dataset, method in config.cells(params):
-        result = method_metrics(read_per_seed(dataset, method), paper_row(paper, dataset, method))
-        metrics.setdefault(dataset, {})[method] = result
+    for (dataset, method), table in tables.items():
+        metrics.setdefault(dataset, {})[method] = method_metrics(table, paper_row(paper, dataset, method))
     return metrics
 
 
@@ -181,7 +180,7 @@ def table3_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
     return lines
 
 
-def timing_markdown(params: dict, paper: dict) -> str:
+def timing_markdown(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -> str:
     lines = [
         "# Time per epoch",
         "",
@@ -194,8 +193,7 @@ def timing_markdown(params: dict, paper: dict) -> str:
         "| dataset | method | engine | ms / seed-epoch (ours) | ms / epoch (paper GPU) |",
         "|---|---|---|---|---|",
     ]
-    for dataset, method in config.cells(params):
-        table = read_per_seed(dataset, method)
+    for (dataset, method), table in tables.items():
         paper_ms = paper["ms_per_epoch"].get(method, {}).get(dataset)
         engine = ", ".join(sorted(table["engine"].astype(str).unique()))
         lines.append(f"| {dataset} | {method} | {engine} | {table['ms_per_seed_epoch'].mean():.2f} | "
@@ -206,9 +204,10 @@ def timing_markdown(params: dict, paper: dict) -> str:
 def main(argv: list[str]) -> None:
     params = config.load_params()
     paper = load_paper()
-    metrics = collect(params, paper)
+    tables = {(dataset, method): read_per_seed(dataset, method) for dataset, method in config.cells(params)}
+    metrics = collect(tables, paper)
     markdown = results_markdown(metrics, params, paper)  # checks every input before writing
-    timing = timing_markdown(params, paper)
+    timing = timing_markdown(tables, paper)
     METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
     METRICS_FILE.write_text(json.dumps(metrics, indent=2) + "\n")
     RESULTS_FILE.write_text(markdown)
