@@ -24,6 +24,8 @@ METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
 SPLITS = ("public", "per_class")
+NORMALIZATIONS = ("clamped_sum", "sum")
+MAX_RUNS = 10_000  # seeds per cell: the paper runs 100; beyond this, a typo (1e12) more likely than intent  # pipeline.preprocess.normalize_rows
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("batched", "single")
 TRANSITIONS = ("cad", "rw", "symna", "gat", "tf")
@@ -46,7 +48,8 @@ TABLE_RULES: dict[str, tuple[Any, str]] = {
     "beta": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "direction": (lambda v: v in DIRECTIONS, f"one of {list(DIRECTIONS)}"),
     "self_loops": (lambda v: isinstance(v, bool), "true or false"),
-    "normalize_features": (lambda v: isinstance(v, bool), "true or false"),
+    "normalize_features": (lambda v: v is False or v in NORMALIZATIONS,
+                           f"false or one of {list(NORMALIZATIONS)}"),
     "epochs": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "lr": (lambda v: _is_num(v) and 0 < v <= 10, "a number in (0, 10]"),
     "lr_drop_every": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: no drop)"),
@@ -163,8 +166,8 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
 
 
 def _check_runs(where: str, runs: Any) -> None:
-    if not (_is_int(runs) and runs >= 1):
-        raise ConfigError(f"{where}: got {runs!r}; allowed values: an integer >= 1")
+    if not (_is_int(runs) and 1 <= runs <= MAX_RUNS):
+        raise ConfigError(f"{where}: got {runs!r}; allowed values: an integer in [1, {MAX_RUNS}]")
 
 
 def _check_variants(params: dict) -> None:
@@ -212,6 +215,15 @@ def runs_for(params: dict, dataset: str, method: str) -> int:
     return params["runs_by_dataset"].get(dataset, params["runs"])
 
 
+def check_everything(params: dict) -> None:
+    """Every row of the table (selected datasets or not) and every selected cell's resolved
+    hyperparameters: what the check stage runs before any other stage."""
+    for dataset in params["hparams"]:
+        hparams_for(params, dataset, "cadnet")
+    for dataset, method in cells(params):
+        hparams_for(params, dataset, method)
+
+
 def cells(params: dict) -> list[tuple[str, str]]:
     """Every (dataset, method) pair that the selected studies train, in table order."""
     main = [(d, m) for d in params["datasets"] for m in params["methods"]]
@@ -242,13 +254,12 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         )
     resolved = {}
     for key in TABLE_RULES:
-        if params.get(key) is not None:
-            resolved[key] = params[key]
-        elif key in row:
-            resolved[key] = row[key]
-        else:
+        if key not in row:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
-        _check_hparam(f"hparams.{dataset}.{key}", key, resolved[key])
+        # the row is checked even where a global override replaces it: it is what a user gets
+        # back by resetting the override, and an unchecked value would sit in dvc.lock
+        _check_hparam(f"hparams.{dataset}.{key}", key, row[key])
+        resolved[key] = params[key] if params.get(key) is not None else row[key]
     entry = REGISTRY[method]
     resolved.update(entry.fixed)
     resolved.update(_own_hparams(params, dataset, method))

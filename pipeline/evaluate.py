@@ -27,14 +27,29 @@ PER_SEED_COLUMNS = [
 
 
 def load_records(dataset: str, method: str, runs: int) -> list[dict]:
-    """All ``runs`` seed records; a missing one is an error (the train stage did not finish)."""
+    """All ``runs`` seed records, each checked to be the seed its file name says, of this
+    dataset and method, all of one fingerprint: a missing, copied or mixed-in seed file is an
+    error, never a row counted twice."""
     run_dir = RUNS_ROOT / dataset / method
     records = []
     for seed in range(runs):
         path = seed_file(run_dir, seed)
         if not path.exists():
             raise config.DataError(f"{path}: missing; run `dvc repro train@{dataset}-{method}`")
-        records.append(torch.load(path, weights_only=False))
+        try:
+            record = torch.load(path, weights_only=False)
+        except Exception as err:
+            raise config.DataError(f"{path}: unreadable ({type(err).__name__}); delete it and rerun "
+                                   f"`dvc repro train@{dataset}-{method}`") from None
+        found = (record.get("seed"), record.get("dataset", dataset), record.get("method", method))
+        if found != (seed, dataset, method):
+            raise config.DataError(f"{path}: holds seed {found[0]} of {found[1]}/{found[2]}, not seed {seed} of "
+                                   f"{dataset}/{method}; delete it and rerun `dvc repro train@{dataset}-{method}`")
+        if records and record.get("fingerprint") != records[0].get("fingerprint"):
+            raise config.DataError(f"{path}: trained with other settings than seed 0 (fingerprint "
+                                   f"{record.get('fingerprint')} vs {records[0].get('fingerprint')}); "
+                                   f"rerun `dvc repro train@{dataset}-{method}`")
+        records.append(record)
     return records
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from pathlib import Path
 from typing import Callable
@@ -32,3 +33,18 @@ def sha256_of(path: Path | str) -> str:
         for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def save_torch(obj, path: Path) -> None:
+    """``torch.save`` that writes the same bytes for the same object, atomically.
+
+    ``torch.save`` to a file names the zip archive inside after that file, so saving through a
+    temporary file (whose name carries the writer's PID) made two saves of the same graph
+    differ byte for byte, and every seed fingerprinted with the graph's SHA-256 went stale.
+    Saved to memory first, the archive always has the same name.
+    """
+    import torch  # here, so that the torch-free stages can import this module
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    write_atomic(path, lambda tmp: tmp.write_bytes(buffer.getvalue()))

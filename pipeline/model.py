@@ -476,7 +476,7 @@ def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torc
     if batched:
         from pipeline.batched import BatchedCADNet  # the fast engine; the reference needs none of it
 
-        return BatchedCADNet(models, graph["x"], graph["edge_index"])
+        return BatchedCADNet(models, graph["x"], graph["edge_index"], seeds)
     if len(models) != 1:
         raise ValueError("the reference CADNet trains one seed at a time")
     edge_graph = EdgeListGraph(graph["edge_index"], num_nodes, cfg.aggregation.direction)

@@ -6,10 +6,12 @@ importing the training code.
 from pathlib import Path
 
 PARAMS_FILE = Path("params.yaml")
+CHECKED_FILE = Path("data/params_checked.txt")  # check: written once params.yaml passed every check
 RAW_ROOT = Path("data/raw")  # download: data/raw/<dataset>/<upstream file name>
 PROCESSED_ROOT = Path("data/processed")  # preprocess: data/processed/<dataset>/graph.pt
 DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json
 RUNS_ROOT = Path("data/runs")  # train: data/runs/<dataset>/<method>/seed_NNN.pt
+STASH_ROOT = Path("data/stash")  # train: seeds of other settings, data/stash/<dataset>/<method>/<fingerprint>/
 EVAL_ROOT = Path("reports/eval")  # evaluate: reports/eval/<dataset>/<method>{.csv,.json,_gamma.csv}
 HISTORY_ROOT = Path("data/eval")  # evaluate: data/eval/<dataset>/<method>_history.csv
 METRICS_FILE = Path("reports/metrics.json")  # stats

@@ -3,7 +3,7 @@
 `python -m pipeline.preprocess <dataset>` reads `data/raw/<dataset>/` with PyG's own readers,
 then makes the graph undirected, free of duplicates and self-loops (raw files have all three
 defects), adds self-loops back where the dataset's `self_loops` hyperparameter asks for them,
-row-normalises the features where `normalize_features` asks, and writes
+row-normalises the features by the rule `normalize_features` names, and writes
 `data/processed/<dataset>/graph.pt` and `reports/data/<dataset>.json`. The stats (kept in git)
 let a reader check the graph against the table in SPEC.md without loading it.
 
@@ -24,7 +24,7 @@ from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, t
 
 from pipeline import config, paths
 from pipeline.config import ConfigError, DataError
-from pipeline.files import write_atomic
+from pipeline.files import save_torch, write_atomic
 
 RAW_ROOT = paths.RAW_ROOT
 PROCESSED_ROOT = paths.PROCESSED_ROOT
@@ -81,14 +81,17 @@ def with_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
     return coalesce(edge_index, num_nodes=num_nodes)
 
 
-def normalize_rows(x: Tensor) -> Tensor:
-    """Divide each row of a sparse COO matrix by its sum, so nonzero rows sum to 1.
+def normalize_rows(x: Tensor, rule: str = "sum") -> Tensor:
+    """Divide each row of a sparse COO matrix by its sum (``rule="sum"``: nonzero rows then
+    sum to 1) or by max(sum, 1) (``rule="clamped_sum"``: PyG 1.3.2's ``NormalizeFeatures``,
+    which the authors ran; rows summing below 1, such as TF-IDF rows, stay as they are).
 
-    Rows that sum to zero stay zero. Unlike PyG's NormalizeFeatures (which divides by
-    max(sum, 1)) this also scales up rows summing below 1, e.g. TF-IDF rows, as SPEC.md asks.
+    Rows that sum to zero stay zero.
     """
     x = x.coalesce()
     row_sum = torch.sparse.sum(x, dim=1).to_dense()
+    if rule == "clamped_sum":
+        row_sum = row_sum.clamp(min=1.0)
     scale = torch.where(row_sum != 0, 1.0 / row_sum, torch.zeros_like(row_sum))
     values = x.values() * scale[x.indices()[0]]
     return torch.sparse_coo_tensor(
@@ -96,10 +99,17 @@ def normalize_rows(x: Tensor) -> Tensor:
     )
 
 
-def sparse_features(x: Tensor, normalize: bool) -> Tensor:
-    """Features as a coalesced float32 sparse COO tensor, row-normalised on request."""
+def sparse_features(x: Tensor, normalize: str | bool) -> Tensor:
+    """Features as a coalesced float32 sparse COO tensor, row-normalised by the rule
+    ``normalize`` names (``sum`` or ``clamped_sum``; ``false``: as read)."""
     x = x.to(torch.float32).to_sparse_coo().coalesce()
-    return normalize_rows(x) if normalize else x
+    return normalize_rows(x, normalize) if normalize else x
+
+
+def rows_summing_below_one(x: Tensor) -> int:
+    """Rows with 0 < sum < 1: the only rows where the ``sum`` and ``clamped_sum`` rules differ."""
+    row_sum = torch.sparse.sum(x.to(torch.float32).to_sparse_coo(), dim=1).to_dense()
+    return int(((row_sum > 0) & (row_sum < 1)).sum())
 
 
 # ---------------------------------------------------------------- building the outputs
@@ -127,6 +137,8 @@ def build_graph(data: Data, hparams: dict) -> tuple[dict, dict]:
         "features": graph["x"].size(1),
         "classes": graph["num_classes"],
         "self_loops_added": bool(hparams["self_loops"]),
+        "feature_normalization": hparams["normalize_features"] or "none",
+        "raw_feature_rows_summing_below_1": rows_summing_below_one(data.x),
         "directed_edges": edge_index.size(1),
         **{k.removesuffix("_mask"): None if m is None else int(m.sum()) for k, m in masks.items()},
     }
@@ -139,7 +151,7 @@ def preprocess(
     """Run the whole stage for one dataset; returns the stats it wrote."""
     hparams = config.hparams_for(config.load_params(), dataset)
     graph, stats = build_graph(read_raw(dataset, raw_root), hparams)
-    write_atomic(out_root / dataset / "graph.pt", lambda p: torch.save(graph, p))
+    save_torch(graph, out_root / dataset / "graph.pt")
     write_atomic(stats_root / f"{dataset}.json", lambda p: p.write_text(json.dumps(stats, indent=2) + "\n"))
     return stats
 
@@ -155,7 +167,11 @@ def load_graph(dataset: str, root: Path | str = PROCESSED_ROOT) -> dict:
             f"{path}: processed graph missing; run the preprocess stage first "
             f"(python -m pipeline.preprocess {dataset})"
         )
-    return torch.load(path, weights_only=True)
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as err:  # a truncated or overwritten file: say which, and how to rebuild it
+        raise DataError(f"{path}: unreadable ({type(err).__name__}); rebuild it with "
+                        f"`dvc repro --force preprocess@{dataset}`") from None
 
 
 # ---------------------------------------------------------------- command line

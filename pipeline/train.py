@@ -2,12 +2,15 @@
 that every method of the registry (:mod:`pipeline.methods`) goes through.
 
 Trains seeds ``0 .. runs-1`` of one (dataset, method) pair and keeps one file per seed in
-``data/runs/<dataset>/<method>/seed_NNN.pt``. Each file records a fingerprint of what produced
-it (hyperparameters, graph, code); the DVC stage declares the folder ``persist: true`` so an
-interrupted run keeps its finished seeds, and a rerun with the same fingerprint trains only
-the missing ones. Files with another fingerprint, or seeds beyond ``runs``, are removed.
+``data/runs/<dataset>/<method>/seed_NNN.pt``. Each file records its seed, dataset, method and
+a fingerprint of what produced it (hyperparameters, graph, engine and the code its numbers
+depend on); the DVC stage declares the folder ``persist: true`` so an interrupted run keeps
+its finished seeds, and a rerun with the same fingerprint trains only the missing ones.
+Nothing trained is deleted: seed files of other settings (or beyond ``runs``) are moved to
+``data/stash/<dataset>/<method>/<fingerprint>/`` and moved back when those settings return,
+so a quick look with ``-S runs=10``, a bad value, or an experiment costs no finished seed.
 
-The protocol follows the authors' code (SPEC.md), for every method: Adam with amsgrad,
+The protocol follows the authors' code (docs/SPEC.md), for every method: Adam with amsgrad,
 weight decay on all parameters, a step learning-rate drop, one training step then one
 eval-mode pass per epoch, the reported test accuracy is the one at the epoch of lowest
 validation loss, and early stopping after ``epochs // 2`` when the validation loss exceeds
@@ -21,34 +24,38 @@ import functools
 import hashlib
 import importlib
 import math
+import re
+import shutil
+import sys
 import time
 from pathlib import Path
 
 import torch
 from joblib import Parallel, delayed
-from tqdm import tqdm
 
-from pipeline import config
+from pipeline import config, plan, progress
+from pipeline.check import resolve_device_name
 from pipeline.batched import estimate_peak_bytes, masked_accuracy, masked_nll
-from pipeline.files import sha256_of, write_atomic
+from pipeline.files import save_torch, sha256_of
 from pipeline.methods import REGISTRY
-from pipeline.paths import PROCESSED_ROOT, RUNS_ROOT, seed_file
+from pipeline.paths import PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_graph
 from pipeline.splits import split_masks
 
-# Code whose change makes stored seeds stale (docstrings and comments aside: see code_fingerprint).
-SOURCE_FILES = [Path(__file__).with_name(n) for n in ("model.py", "train.py", "batched.py", "splits.py",
-                                                       "methods.py")]
+# The code a stored seed's numbers depend on (docstrings and comments aside: see
+# code_fingerprint): this module's loop, the splits, and the method's builder module with the
+# pipeline modules it imports. The stage's bookkeeping below the loop can change freely.
+LOOP_FUNCTIONS = ("build_net", "make_optimizer", "should_stop_early", "train_chunk")
+SEED_FILE = re.compile(r"seed_(\d+)\.pt")
+
+
+class TrainingError(config.PipelineError):
+    """Training itself went wrong (a non-finite loss, memory): reported as one line."""
 
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks CUDA when present, so the same params run on a laptop or a GPU box."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise config.ConfigError("device: 'cuda' asked for but no CUDA device is available; "
-                                 "allowed values here: auto, cpu")
-    return torch.device(name)
+    return torch.device(resolve_device_name(name))
 
 
 def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: bool) -> torch.nn.Module:
@@ -93,7 +100,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     splits = [split_masks(graph, hp, seed) for seed in seeds]
     masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
     y = graph["y"].to(device)
-    torch.manual_seed(seeds[0])  # the chunk's dropout stream
+    torch.manual_seed(seeds[0])  # the single-seed network's dropout stream (batched: one per seed)
     optimizer, scheduler = make_optimizer(net.parameters(), hp)
 
     parts = ("train", "val", "test")
@@ -106,12 +113,17 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     best_gamma = torch.zeros(graph["y"].size(0), S, device=device)
 
     start = time.perf_counter()
-    epoch_bar = tqdm(range(1, hp["epochs"] + 1), desc=f"  seeds {seeds[0]}-{seeds[-1]}", unit="epoch", leave=False)
-    for epoch in epoch_bar:
+    epoch_bar = progress.inner(hp["epochs"], f"  seeds {seeds[0]}-{seeds[-1]}", "epoch")
+    for epoch in range(1, hp["epochs"] + 1):
         net.train()
         optimizer.zero_grad()
         out = net()
         per_seed_loss = masked_nll(out.log_probs, y, masks[0]) + out.regularizer
+        finite = torch.isfinite(per_seed_loss) | ~active
+        if not finite.all():
+            bad = int((~finite).nonzero()[0])
+            raise TrainingError(f"seed {seeds[bad]}: training loss is {float(per_seed_loss[bad])} at epoch {epoch}; "
+                                f"the settings make training diverge (lr, weight_decay, lambda_ent?)")
         per_seed_loss.sum().backward()  # seed s's gradient is its own loss's
         stopped = (~active).nonzero().view(-1)
         saved = net.seed_slices(stopped) if stopped.numel() else None
@@ -138,6 +150,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
         for s in active.nonzero().view(-1).tolist():
             if should_stop_early(val_history[:, s].tolist(), epoch, hp["epochs"], hp["early_stop_window"]):
                 active[s] = False
+        epoch_bar.update()
         epoch_bar.set_postfix(active=int(active.sum()))
         if not active.any():
             break
@@ -175,50 +188,105 @@ def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "c
     return train_chunk(graph, hp, [seed], device, method, batched=False)[0]
 
 
+
 # ---------------------------------------------------------------------------- bookkeeping
 
 
-def code_fingerprint(path: Path) -> str:
-    """SHA-256 of a module's syntax tree without docstrings: comments, docstrings and layout
-    can change without making finished seeds stale."""
+def code_fingerprint(path: Path, functions: tuple[str, ...] | None = None) -> str:
+    """SHA-256 of a module's syntax tree (or of the named top-level functions only) without
+    docstrings: comments, docstrings and layout can change without making finished seeds stale."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
+    if functions is not None:
+        tree.body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in functions]
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
+def builder_modules(method: str) -> list[Path]:
+    """The files of the method's builder module and of every ``pipeline`` module it imports
+    (transitively; imports inside functions included), config and paths aside."""
+    package = Path(__file__).parent
+    todo = [REGISTRY[method].builder.split(":")[0].rsplit(".", 1)[-1]]
+    seen: list[str] = []
+    while todo:
+        name = todo.pop()
+        if name in seen or name in ("config", "paths", "files", "progress", "plan"):
+            continue
+        seen.append(name)
+        for node in ast.walk(ast.parse((package / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline"):
+                todo += [node.module.split(".")[1]] if "." in node.module else [a.name for a in node.names]
+    return [package / f"{name}.py" for name in sorted(seen)]
+
+
 def run_fingerprint(dataset: str, method: str, hp: dict, engine: str) -> str:
-    """What a stored seed must match to be reused: hyperparameters, graph file, engine and code."""
+    """What a stored seed must match to be reused: hyperparameters, graph file, engine, the
+    method's registry entry and the code its numbers depend on."""
     graph_file = PROCESSED_ROOT / dataset / "graph.pt"
     if not graph_file.exists():
         raise config.DataError(f"{graph_file}: not found; run `dvc repro preprocess@{dataset}` first")
-    sources = [code_fingerprint(p) for p in SOURCE_FILES]
-    return config.fingerprint(dataset, method, hp, engine, sha256_of(graph_file), sources)
+    package = Path(__file__).parent
+    code = [code_fingerprint(Path(__file__), LOOP_FUNCTIONS), code_fingerprint(package / "splits.py")]
+    code += [code_fingerprint(path) for path in builder_modules(method)]
+    return config.fingerprint(dataset, method, hp, engine, sha256_of(graph_file), repr(REGISTRY[method]), code)
 
 
 def load_seed(path: Path) -> dict:
     return torch.load(path, weights_only=False)
 
 
-def pending_seeds(run_dir: Path, runs: int, fingerprint: str) -> list[int]:
-    """Remove stale or surplus seed files; return the seeds still to train."""
+def seed_number(path: Path) -> int | None:
+    match = SEED_FILE.fullmatch(path.name)
+    return int(match.group(1)) if match else None
+
+
+def is_valid_seed_file(path: Path, seed: int, dataset: str, method: str, fingerprint: str) -> bool:
+    """The file holds seed ``seed`` of this dataset and method, made with this fingerprint
+    (a copied or renamed seed file is not counted as another seed)."""
+    try:
+        record = load_seed(path)
+    except Exception:  # an unreadable file is as good as missing
+        return False
+    return (isinstance(record, dict) and record.get("fingerprint") == fingerprint and record.get("seed") == seed
+            and record.get("dataset", dataset) == dataset and record.get("method", method) == method)
+
+
+def stored_fingerprint(path: Path) -> str:
+    try:
+        return str(load_seed(path).get("fingerprint", "unknown"))
+    except Exception:
+        return "unreadable"
+
+
+def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
+               run_dir: Path | None = None, stash_dir: Path | None = None) -> list[int]:
+    """Make ``run_dir`` hold exactly the finished seeds ``0 .. runs-1`` of ``fingerprint`` and
+    return the seeds still to train. Seed files of other settings, and seeds ``>= runs``, go to
+    ``stash_dir/<their fingerprint>/``; seeds of this fingerprint come back from there."""
+    run_dir = run_dir or RUNS_ROOT / dataset / method
+    stash_dir = stash_dir or STASH_ROOT / dataset / method
     run_dir.mkdir(parents=True, exist_ok=True)
-    done = set()
-    for path in run_dir.glob("seed_[0-9][0-9][0-9].pt"):
-        seed = int(path.stem.split("_")[1])
-        try:
-            keep = seed < runs and load_seed(path).get("fingerprint") == fingerprint
-        except Exception:  # an unreadable file is as good as missing
-            keep = False
-        if keep:
-            done.add(seed)
-        else:
-            path.unlink()
-    for leftover in run_dir.glob(".*.tmp"):
+    for leftover in run_dir.glob(".*.tmp"):  # a write cut short: never a finished seed
         leftover.unlink()
+    done = set()
+    for path in sorted(run_dir.iterdir()):
+        seed = seed_number(path)
+        if seed is not None and seed < runs and is_valid_seed_file(path, seed, dataset, method, fingerprint):
+            done.add(seed)
+        elif path.is_file():
+            set_aside = stash_dir / stored_fingerprint(path) / path.name
+            set_aside.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, set_aside)
+    stashed = stash_dir / fingerprint
+    for seed in range(runs):
+        kept = seed_file(stashed, seed)
+        if seed not in done and kept.exists() and is_valid_seed_file(kept, seed, dataset, method, fingerprint):
+            shutil.move(kept, seed_file(run_dir, seed))
+            done.add(seed)
     return [s for s in range(runs) if s not in done]
 
 
@@ -233,26 +301,31 @@ def _train_seed_in_worker(dataset: str, hp: dict, method: str, seed: int) -> dic
     return train_seed(_graph_in_worker(dataset), hp, seed, "cpu", method)
 
 
+def graph_sizes(graph: dict, hp: dict) -> dict:
+    return dict(nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1), features=graph["x"].size(1),
+                feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hp["hidden"], K=hp["K"])
+
+
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
     """Seeds per batched chunk: at most ``seed_chunk`` (``auto``: no limit), fewer where the
-    estimated peak memory would pass ``memory_budget_gb``, evened out over the chunks needed."""
+    estimated peak memory would pass ``memory_budget_gb``, evened out over the chunks needed.
+    A seed's result does not depend on its chunk, so this is a matter of speed and memory only."""
     limit = runs if params.get("seed_chunk", "auto") == "auto" else min(params["seed_chunk"], runs)
     budget = params.get("memory_budget_gb", 6) * 2**30
-    sizes = dict(
-        nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1), features=graph["x"].size(1),
-        feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hp["hidden"], K=hp["K"],
-    )
+    sizes = graph_sizes(graph, hp)
     fits = max([s for s in range(1, limit + 1) if estimate_peak_bytes(**sizes, seeds=s) <= budget], default=1)
     chunks = -(-runs // fits)
     return -(-runs // chunks)
 
 
-def batched_chunks(pending: list[int], size: int, runs: int) -> list[list[int]]:
-    """The chunks to train: fixed blocks of seeds ``[k*size, (k+1)*size)``, each trained whole
-    when any of its seeds is pending, so a resumed run repeats exactly what a full run does
-    (a seed's dropout stream depends on its chunk); only the pending seeds' files are written."""
-    blocks = sorted({seed // size for seed in pending})
-    return [list(range(k * size, min((k + 1) * size, runs))) for k in blocks]
+def check_memory(graph: dict, hp: dict, params: dict, where: str) -> None:
+    """Refuse, before anything is trained or moved, settings whose single seed would not fit."""
+    one_seed = estimate_peak_bytes(**graph_sizes(graph, hp), seeds=1)
+    budget = params.get("memory_budget_gb", 6)
+    if one_seed > budget * 2**30:
+        raise config.ConfigError(
+            f"memory_budget_gb: {budget} GB is below the estimated peak of one seed of {where} "
+            f"({one_seed / 2**30:.3g} GB with hidden={hp['hidden']}, K={hp['K']}); raise it or lower those")
 
 
 def train_seeds(dataset: str, hp: dict, method: str, seeds: list[int], device: torch.device, n_jobs: int):
@@ -266,39 +339,57 @@ def train_seeds(dataset: str, hp: dict, method: str, seeds: list[int], device: t
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
 
 
+def is_out_of_memory(err: BaseException) -> bool:
+    return isinstance(err, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(err, RuntimeError) and any(w in str(err) for w in ("not enough memory", "alloc")))
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         raise config.ConfigError("usage: python -m pipeline.train <dataset> [<method>]")
     dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
+    config.check_choice("dataset", dataset, config.DATASETS)
+    config.check_choice("method", method, config.METHODS)
+    where = f"{dataset}/{method}"
     params = config.load_params()
     hp = config.hparams_for(params, dataset, method)
     device = resolve_device(params.get("device", "auto"))
-
     runs, engine = config.runs_for(params, dataset, method), params.get("engine", "batched")
     if not REGISTRY[method].batched:
         engine = "single"
-    if engine == "batched":
-        graph = load_graph(dataset, root=PROCESSED_ROOT)
-        size = chunk_size(graph, hp, params, runs)
-        fingerprint = run_fingerprint(dataset, method, hp, f"batched, chunks of {size}")
-    else:
-        fingerprint = run_fingerprint(dataset, method, hp, "single")
+
+    # every check that can fail comes before any seed file is touched
+    graph = load_graph(dataset, root=PROCESSED_ROOT)
+    split_masks(graph, hp, 0)
+    check_memory(graph, hp, params, where)
+    size = chunk_size(graph, hp, params, runs) if engine == "batched" else 1
+    fingerprint = run_fingerprint(dataset, method, hp, engine)
+
+    seeds = sync_seeds(dataset, method, runs, fingerprint)
     run_dir = RUNS_ROOT / dataset / method
-    seeds = pending_seeds(run_dir, runs, fingerprint)
+    how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
+    print(f"train {where}: {runs} seeds, {runs - len(seeds)} reused, {len(seeds)} to train "
+          f"({engine}, {how}, {device.type}); {plan.estimate(dataset, method, len(seeds))}", file=sys.stderr)
     if engine == "batched":
-        pending = set(seeds)
-        records = (record for chunk in batched_chunks(seeds, size, runs)
-                   for record in train_chunk(graph, hp, chunk, device, method) if record["seed"] in pending)
+        records = (r for k in range(0, len(seeds), size) for r in train_chunk(graph, hp, seeds[k:k + size], device, method))
     else:
         records = train_seeds(dataset, hp, method, seeds, device, params.get("n_jobs", -1))
-    reused = runs - len(seeds)
-    desc = f"train {dataset}/{method} ({engine}, {device.type})" + (f", {reused} seeds reused" if reused else "")
-    with tqdm(total=len(seeds), desc=desc, unit="seed") as bar:
+    bar = progress.outer(len(seeds), f"train {where}", "seed")
+    try:
         for record in records:
-            record["fingerprint"] = fingerprint
-            write_atomic(seed_file(run_dir, record["seed"]), lambda p: torch.save(record, p))
+            record.update(fingerprint=fingerprint, dataset=dataset, method=method)
+            save_torch(record, seed_file(run_dir, record["seed"]))
             bar.set_postfix(last_acc=f"{100 * record['test_acc']:.1f}")
             bar.update()
+    except TrainingError as err:
+        raise TrainingError(f"{where}: {err}") from None
+    except Exception as err:
+        if not is_out_of_memory(err):
+            raise
+        raise TrainingError(f"{where}: out of memory on {device.type} with chunks of {size} seeds "
+                            f"({str(err).splitlines()[0][:120]}); lower seed_chunk or memory_budget_gb") from None
+    finally:
+        bar.close()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures, estimate_peak_bytes, masked_nll
+from pipeline.batched import (BatchedCADNet, BlockDiagonalGraph, SeedStreams, StackedSparseFeatures, estimate_peak_bytes,
+                              masked_nll)
 from pipeline.methods import REGISTRY
 from pipeline.model import CADNet, CADNetConfig, EdgeListGraph
 from pipeline.train import build_net, train_chunk, train_seed
@@ -96,7 +97,7 @@ def test_stacked_features_product_equals_per_seed_sparse_product():
     torch.manual_seed(0)
     S, H = 4, 5
     weight = torch.randn(FEATURES, S, H)
-    out = StackedSparseFeatures(graph["x"], S).matmul(weight, p_drop=0.0, training=False)
+    out = StackedSparseFeatures(graph["x"], S).matmul(weight)
     for s in range(S):
         torch.testing.assert_close(out[:, s], torch.sparse.mm(graph["x"], weight[:, s]))
 
@@ -105,9 +106,11 @@ def test_input_dropout_is_independent_per_seed_and_keeps_sparsity():
     graph = synthetic_graph()
     S = 3
     weight = torch.ones(FEATURES, S, 1)
-    torch.manual_seed(0)
-    out = StackedSparseFeatures(graph["x"], S).matmul(weight, p_drop=0.5, training=True).squeeze(-1)
+    out = StackedSparseFeatures(graph["x"], S).matmul(weight, 0.5, SeedStreams([0, 1, 2])).squeeze(-1)
     assert not torch.allclose(out[:, 0], out[:, 1])
+    # seed 1's mask comes from seed 1's stream alone: the same in a chunk of its own
+    alone = StackedSparseFeatures(graph["x"], 1).matmul(weight[:, 1:2], 0.5, SeedStreams([1])).squeeze(-1)
+    torch.testing.assert_close(out[:, 1], alone[:, 0])
     # with all-ones weights each output is a sum of kept feature values, each doubled (1/(1-p))
     dense = graph["x"].to_dense()
     assert torch.all(out <= 2 * dense.sum(1, keepdim=True) + 1e-6)
@@ -128,7 +131,7 @@ def test_batched_model_starts_from_single_seed_weights_and_matches_its_forward(m
 def test_frozen_seed_is_restored_exactly():
     graph = synthetic_graph()
     cfg = CADNetConfig.from_hparams(hparams("gat_rw", hidden=4), FEATURES, CLASSES)
-    net = BatchedCADNet([CADNet(cfg) for _ in range(3)], graph["x"], graph["edge_index"])
+    net = BatchedCADNet([CADNet(cfg) for _ in range(3)], graph["x"], graph["edge_index"], [0, 1, 2])
     frozen = torch.tensor([1])
     saved = net.seed_slices(frozen)
     before = {n: p.detach().clone() for n, p in net.named_parameters()}
@@ -223,7 +226,7 @@ def test_stacked_features_gradient_equals_autograd_of_sparse_product():
     S, H = 3, 4
     weight = torch.randn(FEATURES, S, H, requires_grad=True)
     upstream = torch.randn(N, S, H)
-    (StackedSparseFeatures(graph["x"], S).matmul(weight, 0.0, False) * upstream).sum().backward()
+    (StackedSparseFeatures(graph["x"], S).matmul(weight) * upstream).sum().backward()
     for s in range(S):
         w = weight.detach()[:, s].clone().requires_grad_(True)
         (torch.sparse.mm(graph["x"], w) * upstream[:, s]).sum().backward()
@@ -233,10 +236,11 @@ def test_stacked_features_gradient_equals_autograd_of_sparse_product():
 def test_dropout_keeps_the_expected_share_and_scales_kept_values():
     from pipeline.batched import dropout
 
-    torch.manual_seed(0)
-    x = torch.ones(200_000)
-    out = dropout(x, 0.3)
+    x = torch.ones(100_000, 2)
+    out = dropout(x, 0.3, SeedStreams([0, 1]))
     kept = out != 0
     assert kept.float().mean().item() == pytest.approx(0.7, abs=0.005)
     assert torch.allclose(out[kept], torch.full_like(out[kept], 1 / 0.7))
-    assert dropout(x, 0.0) is x
+    assert not torch.equal(kept[:, 0], kept[:, 1])  # each seed its own mask
+    assert torch.equal(kept[:, 1], dropout(x[:, 1:], 0.3, SeedStreams([1]))[:, 0] != 0)  # whatever its chunk
+    assert dropout(x, 0.0, SeedStreams([0, 1])) is x

@@ -1,16 +1,18 @@
 """The one training loop (pipeline/train.py) against hand-computed values: the early-stopping
 rule, Adam with amsgrad, the method's loss terms, logit dropout in the batched network, and
-resuming a run of several chunks."""
+the stage's bookkeeping: resuming, reusing, setting aside, and failing without loss."""
 from __future__ import annotations
 
 import math
+import shutil
 
 import pytest
 import torch
 
 from conftest import update_params
-from pipeline import train
-from pipeline.batched import BatchedCADNet, dropout
+from pipeline import config, train
+from pipeline.batched import BatchedCADNet, SeedStreams, dropout
+from pipeline.files import save_torch
 from pipeline.model import CADNet, CADNetConfig
 from test_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
 
@@ -117,14 +119,12 @@ def test_batched_logit_dropout_is_what_gets_diffused():
     graph = synthetic_graph()
     cfg = CADNetConfig.from_hparams(hparams(p_drop=0.5, dropout_sites=["logits"]), FEATURES, CLASSES)
     torch.manual_seed(0)
-    net = BatchedCADNet([CADNet(cfg) for _ in range(2)], graph["x"], graph["edge_index"]).train()
-    torch.manual_seed(5)
+    net = BatchedCADNet([CADNet(cfg) for _ in range(2)], graph["x"], graph["edge_index"], [4, 5]).train()
     out = net()
     with torch.no_grad():
         hidden = torch.nn.functional.leaky_relu(net._first_layer() + net.b1, cfg.leak_slope)
         logits = torch.einsum("nsh,shc->nsc", hidden, net.w2) + net.b2
-        torch.manual_seed(5)  # the logit mask is the forward pass's only draw here
-        dropped = dropout(logits, 0.5)
+        dropped = dropout(logits, 0.5, SeedStreams([4, 5]))  # the forward pass's only draw per stream
         z, _, _ = net.aggregate(logits, dropped, net.graph)
         undropped, _, _ = net.aggregate(logits, logits, net.graph)
     torch.testing.assert_close(out.log_probs, torch.log_softmax(z, -1))
@@ -134,32 +134,120 @@ def test_batched_logit_dropout_is_what_gets_diffused():
 # ------------------------------------------------------------------------ resuming
 
 
-def test_resume_of_a_multi_chunk_run_retrains_one_seed_bit_identically(workdir):
-    """runs = 60 in chunks (seed_chunk 25 -> three chunks of 20), dropout on: a lost seed of
-    the middle chunk is retrained with its whole chunk (its dropout stream depends on the
-    chunk) and comes out identical; the other files are not rewritten."""
-    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=60, seed_chunk=25, epochs=3, p_drop=0.3,
-                  variants={"datasets": [], "methods": [], "runs": {}})
+def _cora_workdir(workdir, **params):
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], variants={"datasets": [], "methods": [], "runs": {}},
+                  **params)
     graph_dir = workdir / "data/processed/cora"
-    graph_dir.mkdir(parents=True)
-    graph = synthetic_graph()
-    torch.save(graph, graph_dir / "graph.pt")
+    graph_dir.mkdir(parents=True, exist_ok=True)
+    save_torch(synthetic_graph(), graph_dir / "graph.pt")
+    return workdir / "data/runs/cora/cadnet"
+
+
+def _records(run_dir):
+    return {p.name: torch.load(p, weights_only=False) for p in sorted(run_dir.glob("seed_*.pt"))}
+
+
+def test_a_seed_does_not_depend_on_its_chunk_and_a_resume_retrains_only_the_lost_seed(workdir):
+    """runs = 60 in chunks of 20, dropout on everywhere: a lost seed is retrained on its own and
+    comes out identical (its dropout masks come from its own stream); no other file is rewritten."""
+    run_dir = _cora_workdir(workdir, runs=60, seed_chunk=25, epochs=3, p_drop=0.3)
     train.main(["cora", "cadnet"])
-    run_dir = workdir / "data/runs/cora/cadnet"
-    files = sorted(run_dir.glob("seed_*.pt"))
-    assert len(files) == 60
-    records = {p.name: torch.load(p, weights_only=False) for p in files}
-    assert {r["engine"] for r in records.values()} == {"batched (chunk of 20)"}
-    mtimes = {p.name: p.stat().st_mtime_ns for p in files}
+    records = _records(run_dir)
+    assert len(records) == 60 and {r["engine"] for r in records.values()} == {"batched (chunk of 20)"}
+    mtimes = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
     lost = run_dir / "seed_037.pt"
     lost.unlink()
 
     train.main(["cora", "cadnet"])
     again = torch.load(lost, weights_only=False)
-    assert again["history"] == records["seed_037.pt"]["history"]
-    assert again["test_acc"] == records["seed_037.pt"]["test_acc"]
+    assert again["engine"] == "batched (chunk of 1)"
+    assert again["history"] == pytest.approx(records["seed_037.pt"]["history"], rel=1e-5, abs=1e-6)
+    assert again["selected_epoch"] == records["seed_037.pt"]["selected_epoch"]
     assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt") if p != lost} == \
         {k: v for k, v in mtimes.items() if k != "seed_037.pt"}
+
+
+def test_fewer_runs_reuse_the_first_seeds_and_going_back_trains_nothing(workdir, monkeypatch):
+    """The README's quick look (-S runs=10) after a 30-seed run, then back to 30: the first
+    10 seeds are reused, the other 20 wait in the stash and come back; nothing is retrained."""
+    run_dir = _cora_workdir(workdir, runs=30, epochs=3)
+    train.main(["cora", "cadnet"])
+    before = _records(run_dir)
+    trained = []
+    real_chunk = train.train_chunk
+    monkeypatch.setattr(train, "train_chunk", lambda g, hp, seeds, *a, **k: trained.append(seeds) or real_chunk(g, hp, seeds, *a, **k))
+    update_params(workdir, runs=10)
+    train.main(["cora", "cadnet"])
+    assert sorted(_records(run_dir)) == sorted(list(before)[:10])
+    update_params(workdir, runs=30)
+    train.main(["cora", "cadnet"])
+    assert trained == []
+    assert {k: r["test_acc"] for k, r in _records(run_dir).items()} == {k: r["test_acc"] for k, r in before.items()}
+
+
+@pytest.mark.parametrize("bad", [dict(hidden=10**12), dict(memory_budget_gb=1e-6), dict(train_per_class=10**6, split="per_class")])
+def test_a_value_that_fails_late_loses_no_finished_seed(workdir, bad):
+    """Settings that pass validation but cannot train (a huge layer, a budget below one seed,
+    a split larger than a class) stop with one line before any seed file is touched; the
+    old value back, every seed is reused."""
+    run_dir = _cora_workdir(workdir, runs=4, epochs=3)
+    train.main(["cora", "cadnet"])
+    before = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
+    update_params(workdir, **bad)
+    with pytest.raises(config.PipelineError):
+        train.main(["cora", "cadnet"])
+    assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")} == before
+
+
+def test_other_settings_move_seeds_to_the_stash_and_back(workdir):
+    run_dir = _cora_workdir(workdir, runs=3, epochs=3)
+    train.main(["cora", "cadnet"])
+    before = _records(run_dir)
+    update_params(workdir, epochs=4)
+    train.main(["cora", "cadnet"])
+    stashed = list((workdir / "data/stash/cora/cadnet").rglob("seed_*.pt"))
+    assert len(stashed) == 3 and _records(run_dir)["seed_000.pt"]["fingerprint"] != before["seed_000.pt"]["fingerprint"]
+    update_params(workdir, epochs=3)
+    train.main(["cora", "cadnet"])
+    assert {k: r["fingerprint"] for k, r in _records(run_dir).items()} == {k: r["fingerprint"] for k, r in before.items()}
+
+
+def test_a_copied_seed_file_is_not_counted_as_another_seed(workdir):
+    run_dir = _cora_workdir(workdir, runs=3, epochs=3)
+    train.main(["cora", "cadnet"])
+    shutil.copy(run_dir / "seed_001.pt", run_dir / "seed_002.pt")
+    train.main(["cora", "cadnet"])  # seed 2 is retrained: the copy holds seed 1
+    assert torch.load(run_dir / "seed_002.pt", weights_only=False)["seed"] == 2
+
+
+def test_seeds_from_1000_on_are_recognised(tmp_path):
+    run_dir, stash = tmp_path / "runs", tmp_path / "stash"
+    for seed in (999, 1000, 1001):
+        save_torch({"seed": seed, "fingerprint": "fp"}, run_dir / f"seed_{seed:03d}.pt")
+    pending = train.sync_seeds("cora", "cadnet", 1001, "fp", run_dir, stash)
+    assert 999 not in pending and 1000 not in pending and len(pending) == 999
+    assert (stash / "fp" / "seed_1001.pt").exists() and not (run_dir / "seed_1001.pt").exists()
+
+
+def test_a_diverging_loss_stops_with_one_line_naming_seed_and_epoch(workdir):
+    _cora_workdir(workdir, runs=2, epochs=3)
+    graph = synthetic_graph()
+    graph["x"] = torch.sparse_coo_tensor(graph["x"].indices(), torch.full_like(graph["x"].values(), float("nan")),
+                                         graph["x"].shape).coalesce()
+    save_torch(graph, workdir / "data/processed/cora/graph.pt")
+    with pytest.raises(train.TrainingError, match=r"cora/cadnet: seed 0: training loss is nan at epoch 1"):
+        train.main(["cora", "cadnet"])
+
+
+def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
+    _cora_workdir(workdir, runs=2, epochs=3)
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: not enough memory: you tried "
+                           "to allocate 4000000000000 bytes.\nmore detail")
+    monkeypatch.setattr(train, "train_chunk", no_memory)
+    with pytest.raises(train.TrainingError, match=r"^cora/cadnet: out of memory on cpu with chunks of 2 seeds .*seed_chunk"):
+        train.main(["cora", "cadnet"])
 
 
 # ------------------------------------------------------------------------ the registry's switches
@@ -176,7 +264,7 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, engine="batched", n_jobs=1,
                   variants={"datasets": [], "methods": [], "runs": {}})
     (workdir / "data/processed/cora").mkdir(parents=True)
-    torch.save(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
     train.main(["cora", "cadnet"])
     records = [torch.load(p, weights_only=False) for p in sorted((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))]
     assert [r["engine"] for r in records] == ["single"] * 3

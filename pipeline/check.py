@@ -1,0 +1,53 @@
+"""Check stage: ``python -m pipeline.check``. Validates all of params.yaml, then says what
+`dvc repro` will train and roughly how long that takes, before anything else runs.
+
+Every other stage depends on this stage's output, so DVC runs it first: a bad value stops
+`dvc repro` before DVC deletes any stage's outputs (it removes them just before running a
+stage's command, so a stage's own one-line error comes too late to save them). It depends on
+params.yaml as a file, not on chosen keys, so every edit is checked: a misspelled top-level key
+that no stage lists, or ``true`` turned into ``1`` (DVC compares param values with ``==``).
+Its output holds the same line whatever the values, so it never makes a later stage rerun:
+each of those reruns for the params it lists itself.
+"""
+from __future__ import annotations
+
+import sys
+
+from pipeline import config, plan
+from pipeline.paths import CHECKED_FILE, PARAMS_FILE
+
+
+def resolve_device_name(name: str) -> str:
+    """``auto``/``cpu``/``cuda`` -> the device training will use; ``cuda`` without one is an error."""
+    if name == "cpu":
+        return "cpu"
+    import torch  # only for the question whether CUDA is there
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if name == "cuda":
+        raise config.ConfigError("device: 'cuda' asked for but no CUDA device is available; "
+                                 "allowed values here: auto, cpu")
+    return "cpu"
+
+
+def plan_lines(params: dict, device: str) -> list[str]:
+    lines = [f"dvc repro will train {len(config.cells(params))} cells on {device} "
+             f"(finished seeds of the same settings are reused; each train stage says how many):"]
+    for dataset, method in config.cells(params):
+        runs = config.runs_for(params, dataset, method)
+        lines.append(f"  {dataset}/{method}: {runs} seeds, at most {plan.estimate(dataset, method, runs)}")
+    return lines
+
+
+def main(argv: list[str]) -> None:
+    params = config.load_params()
+    config.check_everything(params)
+    device = resolve_device_name(params.get("device", "auto"))
+    print("\n".join(plan_lines(params, device)), file=sys.stderr)
+    CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)
+    CHECKED_FILE.write_text(f"{PARAMS_FILE}: valid\n")
+
+
+if __name__ == "__main__":
+    config.run_main(main)

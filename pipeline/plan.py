@@ -1,0 +1,44 @@
+"""What will be trained, and roughly how long it will take, said before any training starts.
+
+The estimate is the committed run's own measurement of the same cell (``reports/eval/<dataset>/
+<method>.csv``: wall time per seed-epoch and epochs per seed) times the seeds to train; a cell
+never run borrows its dataset's CAD-Net figure. Those figures come from the machine that
+produced the committed run (reports/timing.md names it); a GPU is much faster on the large
+graphs, a slower laptop slower. Torch-free, so the check stage can print the whole plan
+quickly; the train stage repeats its own line with the seeds it actually reuses.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from pipeline.paths import EVAL_ROOT
+from pipeline.progress import duration
+
+
+def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT) -> tuple[float, str] | None:
+    """(seconds per seed, whose figure) from the committed per-seed table, or None."""
+    for source in (method, "cadnet"):
+        table = eval_root / dataset / f"{source}.csv"
+        if not table.is_file():
+            continue
+        with open(table, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        try:
+            seconds = [float(r["ms_per_seed_epoch"]) * int(r["epochs_run"]) / 1000 for r in rows]
+        except (KeyError, ValueError):
+            continue
+        if seconds:
+            return sum(seconds) / len(seconds), f"{dataset}/{source}"
+    return None
+
+
+def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT) -> str:
+    """``~12 min (at the committed run's 7.2 s per seed of cora/cadnet)``, or why there is none."""
+    if seeds == 0:
+        return "nothing to train"
+    measured = measured_per_seed(dataset, method, eval_root)
+    if measured is None:
+        return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
+    per_seed, source = measured
+    return f"~{duration(per_seed * seeds)} (at the committed run's {per_seed:.1f} s per seed of {source})"
