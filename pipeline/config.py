@@ -254,12 +254,16 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         )
     resolved = {}
     for key in TABLE_RULES:
-        if key not in row:
+        # a row's value is checked even where a global override replaces it: it is what a
+        # user gets back by resetting the override, and an unchecked value would sit in dvc.lock
+        if key in row:
+            _check_hparam(f"hparams.{dataset}.{key}", key, row[key])
+        if params.get(key) is not None:
+            resolved[key] = params[key]
+        elif key in row:
+            resolved[key] = row[key]
+        else:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
-        # the row is checked even where a global override replaces it: it is what a user gets
-        # back by resetting the override, and an unchecked value would sit in dvc.lock
-        _check_hparam(f"hparams.{dataset}.{key}", key, row[key])
-        resolved[key] = params[key] if params.get(key) is not None else row[key]
     entry = REGISTRY[method]
     resolved.update(entry.fixed)
     resolved.update(_own_hparams(params, dataset, method))

@@ -52,7 +52,7 @@ class PlainLines:
             left = elapsed / self.n * (self.total - self.n)
             print(f"{self.desc}: {self.n}/{self.total} {self.unit} ({100 * self.n // self.total}%), "
                   f"{duration(elapsed)} elapsed, ~{duration(left)} left{self.postfix}", file=self.file, flush=True)
-            self.next_report = (self.n // self.step + 1) * self.step
+            self.next_report = (self.n // self.step + 1) * self.step  # one line per update at most
 
     def set_postfix(self, **values) -> None:
         self.postfix = "".join(f", {k} {v}" for k, v in values.items())

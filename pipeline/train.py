@@ -122,7 +122,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
         finite = torch.isfinite(per_seed_loss) | ~active
         if not finite.all():
             bad = int((~finite).nonzero()[0])
-            raise TrainingError(f"seed {seeds[bad]}: training loss is {float(per_seed_loss[bad])} at epoch {epoch}; "
+            raise TrainingError(f"seed {seeds[bad]}: training loss is {float(per_seed_loss[bad].detach())} at epoch {epoch}; "
                                 f"the settings make training diverge (lr, weight_decay, lambda_ent?)")
         per_seed_loss.sum().backward()  # seed s's gradient is its own loss's
         stopped = (~active).nonzero().view(-1)
@@ -370,17 +370,18 @@ def main(argv: list[str]) -> None:
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     print(f"train {where}: {runs} seeds, {runs - len(seeds)} reused, {len(seeds)} to train "
           f"({engine}, {how}, {device.type}); {plan.estimate(dataset, method, len(seeds))}", file=sys.stderr)
-    if engine == "batched":
-        records = (r for k in range(0, len(seeds), size) for r in train_chunk(graph, hp, seeds[k:k + size], device, method))
+    if engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
+        batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
     else:
-        records = train_seeds(dataset, hp, method, seeds, device, params.get("n_jobs", -1))
-    bar = progress.outer(len(seeds), f"train {where}", "seed")
+        batches = ([record] for record in train_seeds(dataset, hp, method, seeds, device, params.get("n_jobs", -1)))
+    bar = progress.outer(len(seeds), f"train {where}", "seeds")
     try:
-        for record in records:
-            record.update(fingerprint=fingerprint, dataset=dataset, method=method)
-            save_torch(record, seed_file(run_dir, record["seed"]))
-            bar.set_postfix(last_acc=f"{100 * record['test_acc']:.1f}")
-            bar.update()
+        for batch in batches:
+            for record in batch:
+                record.update(fingerprint=fingerprint, dataset=dataset, method=method)
+                save_torch(record, seed_file(run_dir, record["seed"]))
+            bar.set_postfix(last_acc=f"{100 * batch[-1]['test_acc']:.1f}")
+            bar.update(len(batch))
     except TrainingError as err:
         raise TrainingError(f"{where}: {err}") from None
     except Exception as err:

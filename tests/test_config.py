@@ -64,8 +64,11 @@ BAD_TOP_LEVEL = [
     ("direction", {"direction": "sideways"}, "direction", ["push", "pull"]),
     ("split", {"split": "random"}, "split", ["public", "per_class"]),
     ("p_drop-1", {"p_drop": 1.0}, "p_drop", ["[0, 1)"]),
-    ("runs-0", {"runs": 0}, "runs", ["an integer >= 1"]),
-    ("runs-str", {"runs": "100"}, "runs", ["an integer >= 1"]),
+    ("normalize-1", {"normalize_features": 1}, "normalize_features", ["false or one of", "clamped_sum", "sum"]),
+    ("normalize-true", {"normalize_features": True}, "normalize_features", ["clamped_sum"]),
+    ("runs-0", {"runs": 0}, "runs", ["an integer in [1, 10000]"]),
+    ("runs-str", {"runs": "100"}, "runs", ["an integer in [1, 10000]"]),
+    ("runs-huge", {"runs": 10**12}, "runs", ["an integer in [1, 10000]"]),
     ("device", {"device": "tpu"}, "device", ["auto", "cpu", "cuda"]),
     ("n_jobs-0", {"n_jobs": 0}, "n_jobs", ["non-zero integer"]),
 ]
@@ -310,7 +313,7 @@ def test_shipped_table_matches_spec(dataset):
     assert row["dropout_sites"] == SPEC_DROPOUT[dataset]
     assert row["split"] == SPEC_SPLIT[dataset]
     assert row["direction"] == "push"  # the authors' code; cadnet_pull gives the paper's Eq.
-    assert row["normalize_features"] is True
+    assert row["normalize_features"] == "clamped_sum"  # PyG 1.3.2's rule, which the authors ran
     if SPEC_SPLIT[dataset] == "per_class":
         assert (row["train_per_class"], row["val_per_class"]) == (20, 30)
 
@@ -320,14 +323,14 @@ def test_spec_cora_and_photo_rows_spelled_out():
     cora = BASE["hparams"]["cora"]
     assert cora == {
         "hidden": 64, "leak_slope": 0.05, "p_drop": 0.5, "dropout_sites": ["input", "logits"], "K": 6,
-        "beta": 0.8, "direction": "push", "self_loops": True, "normalize_features": True, "epochs": 100,
+        "beta": 0.8, "direction": "push", "self_loops": True, "normalize_features": "clamped_sum", "epochs": 100,
         "lr": 0.01, "lr_drop_every": 50, "lr_drop_factor": 0.5, "weight_decay": 5e-4, "lambda_ent": 0.5,
         "early_stop_window": 10, "split": "public", "train_per_class": 20, "val_per_class": 30,
     }
     photo = BASE["hparams"]["photo"]
     assert photo == {
         "hidden": 64, "leak_slope": 0.15, "p_drop": 0.5, "dropout_sites": ["input", "hidden"], "K": 2,
-        "beta": 0.95, "direction": "push", "self_loops": True, "normalize_features": True, "epochs": 300,
+        "beta": 0.95, "direction": "push", "self_loops": True, "normalize_features": "clamped_sum", "epochs": 300,
         "lr": 0.05, "lr_drop_every": 0, "lr_drop_factor": 0.5, "weight_decay": 2e-7, "lambda_ent": 0.1,
         "early_stop_window": 20, "split": "per_class", "train_per_class": 20, "val_per_class": 30,
     }
@@ -428,7 +431,7 @@ def test_method_own_keys_are_checked(workdir, own, message):
     ({"datasets": ["cora"], "methods": ["cadnet"], "runs": {}}, ["variants.methods", "cadnet", "also in methods"]),
     ({"datasets": ["physics"], "methods": ["rw"], "runs": {}}, ["variants.datasets", "physics", "not in datasets"]),
     ({"datasets": ["cora"], "methods": ["gcn"], "runs": {}}, ["variants.methods", "gcn", "rw"]),
-    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": 0}}, ["variants.runs.cora", "integer >= 1"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": 0}}, ["variants.runs.cora", "an integer in [1, 10000]"]),
     ({"datasets": ["cora"], "methods": ["rw"], "runs": 5}, ["variants.runs", "map a dataset"]),
     ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["variants", "datasets, methods, runs"]),
 ])
@@ -440,7 +443,7 @@ def test_variants_study_is_checked(workdir, variants, message):  # noqa: D103
 
 
 @pytest.mark.parametrize("runs_by_dataset, message", [
-    ({"pubmed": 0}, ["runs_by_dataset.pubmed", "integer >= 1"]),
+    ({"pubmed": 0}, ["runs_by_dataset.pubmed", "an integer in [1, 10000]"]),
     ({"pubmd": 20}, ["runs_by_dataset", "pubmd", "pubmed"]),
     (20, ["runs_by_dataset", "map a dataset"]),
 ])
@@ -493,3 +496,21 @@ def test_non_finite_and_unphysical_values_are_refused(workdir, key, value, allow
     with pytest.raises(ConfigError) as info:
         config.load_params()
     assert_one_line(info.value, key, allowed)
+
+
+def test_a_dataset_row_is_checked_even_while_a_global_override_replaces_it(workdir):
+    params = params_with(epochs=5)
+    params["hparams"]["cora"]["epochs"] = "abc"
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(load(workdir, params), "cora")
+    assert_one_line(info.value, "hparams.cora.epochs", "'abc'", "an integer >= 1")
+
+
+def test_check_everything_covers_rows_of_unselected_datasets(workdir):
+    params = params_with(datasets=["cora"], methods=["cadnet"], variants={"datasets": [], "methods": [], "runs": {}})
+    params["hparams"]["physics"]["normalize_features"] = 1
+    loaded = load(workdir, params)
+    config.hparams_for(loaded, "cora")  # the selected cell alone is fine
+    with pytest.raises(ConfigError) as info:
+        config.check_everything(loaded)
+    assert_one_line(info.value, "hparams.physics.normalize_features", "got 1")

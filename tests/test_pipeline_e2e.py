@@ -132,10 +132,18 @@ def test_repro_writes_every_output(project):
     out = project.repro.stdout
     # exactly the selected matrix entries run (datasets [cora], methods [cadnet])
     assert set(re.findall(r"Running stage '([^']+)'", out)) == {
-        "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot",
+        "check", "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot",
         "train_variant@cora-rw", "evaluate_variant@cora-rw", "train_variant@cora-gat_rw",
         "evaluate_variant@cora-gat_rw",
     }, out[-3000:]
+
+    # the stages' logs off a terminal: the plan first, then plain lines, no bar redraws
+    log = project.repro.stdout + project.repro.stderr
+    assert "\r" not in log and "\x1b[" not in log, log[-2000:]
+    assert len(log) < 20_000, len(log)
+    assert "dvc repro will train 3 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
+    assert f"train cora/cadnet: {RUNS} seeds, 0 reused, {RUNS} to train" in log, log[-3000:]
+    assert f"train cora/cadnet: {RUNS}/{RUNS} seeds (100%)" in log, log[-3000:]
 
     metrics = project.metrics()
     assert list(metrics) == ["cora"] and list(metrics["cora"]) == ["cadnet", "rw", "gat_rw"]
@@ -174,6 +182,63 @@ def test_status_clean_after_repro(project):
     assert "test_acc" in shown and "cora" in shown
 
 
+KEPT_OUTPUTS = ("data/processed/cora/graph.pt", "reports/data/cora.json", "reports/metrics.json",
+                "reports/results.md", "data/runs/cora/cadnet/seed_000.pt", "reports/eval/cora/cadnet.csv")
+
+
+def _edit(params: dict, where: str, value) -> dict:
+    edited = yaml.safe_load(yaml.safe_dump(params))
+    *path, key = where.split(".")
+    node = edited
+    for part in path:
+        node = node[part]
+    node[key] = value
+    return edited
+
+
+@pytest.mark.parametrize("where, value, named", [
+    ("hparams.cora.self_loops", "maybe", "hparams.cora.self_loops"),
+    ("betta", 0.9, "betta"),  # a top-level typo no stage lists
+    ("hparams.cora.normalize_features", 1, "hparams.cora.normalize_features"),  # DVC: 1 == True
+    ("datasets", [], "datasets"),
+    ("hparams.cora.epochs", "abc", "hparams.cora.epochs"),  # checked although `epochs` overrides it
+])
+def test_a_bad_value_stops_repro_before_any_output_is_lost(project, where, value, named):
+    before = {name: (project.root / name).read_bytes() for name in KEPT_OUTPUTS}
+    try:
+        project.set_params(_edit(project.params, where, value))
+        proc = project.dvc("repro", check=False)
+        assert proc.returncode != 0
+        errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and named in errors[0], proc.stderr[-2000:]
+        assert "Running stage 'check'" in proc.stdout and "Running stage 'train" not in proc.stdout
+        assert {name: (project.root / name).read_bytes() for name in KEPT_OUTPUTS} == before
+    finally:
+        project.git("checkout", "--", "params.yaml")
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
+def test_a_quick_look_with_fewer_runs_costs_no_finished_seed(project):
+    """The README's quick look (fewer runs) then back: seed 0 is reused, seed 1 waits in the
+    stash and comes back; neither is retrained, and the outputs are the committed ones."""
+    committed = (project.root / "reports/eval/cora/cadnet.csv").read_bytes()
+    try:
+        project.set_params(dict(project.params, runs=1))
+        log = project.dvc("repro").stderr
+        assert "train cora/cadnet: 1 seeds, 1 reused, 0 to train" in log, log[-3000:]
+        assert project.metrics()["cora"]["cadnet"]["runs"] == 1
+    finally:
+        project.git("checkout", "--", "params.yaml")
+    log = project.dvc("repro").stderr
+    assert f"train cora/cadnet: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
+    assert (project.root / "reports/eval/cora/cadnet.csv").read_bytes() == committed
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
+def stale_stages(status: str) -> set[str]:
+    return {line[:-1] for line in status.splitlines() if line.endswith(":") and not line[0].isspace()}
+
+
 def test_param_dependencies_are_per_dataset(project):
     original = project.params
     try:
@@ -182,7 +247,7 @@ def test_param_dependencies_are_per_dataset(project):
         edited["hparams"]["citeseer"]["beta"] = 0.5
         project.set_params(edited)
         out = project.dvc("status").stdout
-        assert "Data and pipelines are up to date." in out, out
+        assert stale_stages(out) == {"check"}, out  # every edit is checked, nothing else reruns
 
         # Cora's row: training (and what follows) reruns, download / preprocess do not
         edited["hparams"]["cora"]["beta"] = 0.95
@@ -265,7 +330,7 @@ def test_interrupted_train_retrains_only_missing_seed(project):
     time.sleep(0.05)
 
     proc = project.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
-    assert re.search(rf"\b{RUNS - 1} seeds reused", proc.stderr), proc.stderr[-2000:]
+    assert f"{RUNS} seeds, {RUNS - 1} reused, 1 to train" in proc.stderr, proc.stderr[-2000:]
     assert lost.exists()
     assert keep.stat().st_mtime_ns == keep_mtime  # untouched
     retrained = torch.load(lost, weights_only=False)
@@ -274,13 +339,14 @@ def test_interrupted_train_retrains_only_missing_seed(project):
     assert not list(lost.parent.glob(".*.tmp"))
     project.resumed = (lost_record, retrained)
 
-    # a stale file (other fingerprint) is dropped and retrained; the good one still is not
+    # a stale file (other fingerprint) is set aside in the stash and retrained; the good one is not
     stale = dict(kept_record, fingerprint="stale")
     torch.save(stale, keep)
     lost_mtime = lost.stat().st_mtime_ns
     project.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
     assert torch.load(keep, weights_only=False)["fingerprint"] == kept_record["fingerprint"]
     assert lost.stat().st_mtime_ns == lost_mtime
+    assert torch.load(project.root / "data/stash/cora/cadnet/stale" / keep.name, weights_only=False)["fingerprint"] == "stale"
 
 
 def test_resumed_seed_matches_uninterrupted_run(project):

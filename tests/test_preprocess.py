@@ -104,6 +104,9 @@ def test_real_files_of_every_dataset_match_the_paper(workdir, name):
     assert x.layout == torch.sparse_coo and x.is_coalesced() and x.shape == (nodes, features)
     sums = row_sums(x)  # float32 sums of up to ~760 entries (Amazon): within 1e-4 of 1
     assert torch.all(torch.isclose(sums, torch.ones(nodes), atol=1e-4) | (sums == 0))
+    # no raw row sums to less than 1 (PubMed's TF-IDF rows included): the authors' clamped
+    # rule and the plain sum give the same features on all seven datasets
+    assert stats["raw_feature_rows_summing_below_1"] == 0
     if name in pp.PLANETOID:
         assert (stats["train"], stats["val"], stats["test"]) == (20 * classes, 500, 1000)
     else:
@@ -122,6 +125,7 @@ def test_real_planetoid_matches_spec(workdir, name, nodes, edges, features, clas
     assert stats == {
         "nodes": nodes, "undirected_edges": edges, "features": features, "classes": classes,
         "self_loops_added": True, "directed_edges": 2 * edges + nodes,
+        "feature_normalization": "clamped_sum", "raw_feature_rows_summing_below_1": 0,
         "train": 20 * classes, "val": 500, "test": 1000,
     }
     assert_clean(graph["edge_index"], nodes, loops=True)
@@ -176,6 +180,7 @@ def test_npz_is_cleaned(workdir, name, loops):
     assert stats == {
         "nodes": 5, "undirected_edges": 3, "features": 3, "classes": 3,
         "self_loops_added": loops, "directed_edges": 11 if loops else 6,
+        "feature_normalization": "clamped_sum", "raw_feature_rows_summing_below_1": 0,
         "train": None, "val": None, "test": None,
     }
     assert graph["train_mask"] is None and graph["num_classes"] == 3
@@ -230,6 +235,7 @@ def test_tiny_planetoid_pubmed_path(workdir):
     assert stats == {
         "nodes": 520, "undirected_edges": 3, "features": 4, "classes": 3,
         "self_loops_added": False, "directed_edges": 6,
+        "feature_normalization": "clamped_sum", "raw_feature_rows_summing_below_1": 0,
         "train": 6, "val": 500, "test": 10,
     }
     assert torch.equal(graph["y"][:6], torch.tensor([0, 0, 1, 1, 2, 2]))
@@ -315,7 +321,19 @@ def test_normalize_rows_toy():
     assert torch.allclose(NormalizeFeatures()(Data(x=dense.clone())).x, expected)
 
 
-def test_normalize_rows_scales_small_rows_up():
-    """Rows summing below 1 (TF-IDF) are scaled up too, unlike NormalizeFeatures' clamp."""
-    out = pp.normalize_rows(torch.tensor([[0.1, 0.3, 0.0]]).to_sparse_coo())
-    assert torch.allclose(out.to_dense(), torch.tensor([[0.25, 0.75, 0.0]]))
+def test_normalize_rows_sum_scales_small_rows_up_and_clamped_sum_does_not():
+    """A row summing below 1 (TF-IDF): ``sum`` scales it up to sum 1; ``clamped_sum`` (PyG
+    1.3.2's NormalizeFeatures, x / max(sum, 1)) leaves it; rows above 1 get the same from both."""
+    dense = torch.tensor([[0.1, 0.3, 0.0], [2.0, 0.0, 2.0], [0.0, 0.0, 0.0]])
+    by_sum = pp.normalize_rows(dense.to_sparse_coo(), "sum").to_dense()
+    clamped = pp.normalize_rows(dense.to_sparse_coo(), "clamped_sum").to_dense()
+    assert torch.allclose(by_sum, torch.tensor([[0.25, 0.75, 0.0], [0.5, 0.0, 0.5], [0.0, 0.0, 0.0]]))
+    assert torch.allclose(clamped, torch.tensor([[0.1, 0.3, 0.0], [0.5, 0.0, 0.5], [0.0, 0.0, 0.0]]))
+    assert pp.rows_summing_below_one(dense.to_sparse_coo()) == 1
+
+
+def test_clamped_sum_is_the_normalisation_pyg_1_3_2_ran():
+    """PyG 1.3.2's NormalizeFeatures, written out: ``x / x.sum(1, keepdim=True).clamp(min=1)``."""
+    dense = torch.rand(6, 5) * (torch.rand(6, 5) > 0.5) * torch.tensor([[0.1], [1.0], [3.0], [0.5], [2.0], [0.0]])
+    authors = dense / dense.sum(1, keepdim=True).clamp(min=1)
+    assert torch.allclose(pp.normalize_rows(dense.to_sparse_coo(), "clamped_sum").to_dense(), authors)
