@@ -5,14 +5,18 @@ Not a test and not a DVC stage: it prints figures measured in one run on the cur
 (a) the single-seed path (:func:`pipeline.train.train_seed`, one seed at a time),
 (b) the batched engine (:func:`pipeline.train.train_chunk`, a chunk of seeds at once),
 (c) PyG's APPNP (K=10, alpha=0.1, hidden 64) trained one seed at a time with the same loop,
+(d) the authors' setup: one seed at a time, the dense feature matrix, PyG message passing (the
+single-seed network of (a) fed ``X`` dense, as their demo scripts feed it; written here from
+docs/SPEC.md, not their code),
 as ms per seed-epoch (a training step plus the eval-mode pass), the wall time they imply for
-100 seeds at the paper's epochs (no early stopping), and the ratios b/a and b/c.
+100 seeds at the paper's epochs (no early stopping), and the ratios b/a, b/c and d/b (the
+batched engine's speed-up over the authors' setup).
 
-Cora and CiteSeer are the real graphs (``data/processed``, from ``dvc repro``); the other five
-are random graphs with their node, edge, feature and class counts (SPEC.md) and an assumed
-number of stored features per node, so their scale is measured without their files.
-Also: peak memory of a 100-seed batch (measured for Cora and CiteSeer, estimated for all) and a
-profile of one batched epoch on Cora.
+Every dataset whose graph ``dvc repro`` (or ``python -m pipeline.preprocess <dataset>``) has
+written to ``data/processed`` is measured on its real graph; a dataset without one on a random
+graph of its node, edge, feature and class counts (docs/SPEC.md), labelled "(synthetic)".
+Also: peak memory of one chunk of the automatic size, measured and estimated, per dataset, and
+a profile of one batched epoch on Cora.
 """
 from __future__ import annotations
 
@@ -33,12 +37,12 @@ from torch_geometric.nn import APPNP
 from pipeline import config
 from pipeline.batched import estimate_peak_bytes
 from pipeline.methods import REGISTRY
+from pipeline.paths import PROCESSED_ROOT
 from pipeline.preprocess import load_graph
 from pipeline.splits import per_class_split
 from pipeline.stats import load_paper
 from pipeline.train import chunk_size, make_optimizer, resolve_device, train_chunk, train_seed
 
-REAL = ("cora", "citeseer")
 # Stored feature entries per node assumed for the synthetic stand-ins (their files are not here).
 ASSUMED_NNZ_PER_NODE = {"pubmed": 50, "computers": 260, "photo": 260, "cs": 50, "physics": 50}
 RUNS = 100
@@ -66,8 +70,12 @@ def synthetic_graph(dataset: str, hp: dict, seed: int = 0) -> dict:
             "train_mask": None, "val_mask": None, "test_mask": None}
 
 
+def has_real_graph(dataset: str) -> bool:
+    return (PROCESSED_ROOT / dataset / "graph.pt").is_file()
+
+
 def bench_graph(dataset: str, hp: dict) -> dict:
-    if dataset in REAL:
+    if has_real_graph(dataset):
         return load_graph(dataset)
     return synthetic_graph(dataset, hp)
 
@@ -116,24 +124,30 @@ def _sync(device: torch.device) -> None:
 
 def measure(dataset: str, params: dict, epochs: int, device: torch.device) -> dict:
     hp = dict(config.hparams_for(params, dataset), early_stop_window=0)
-    if dataset not in REAL:  # the stand-ins have no public split (PubMed's real one does)
+    real = has_real_graph(dataset)
+    if not real:  # the stand-ins have no public split (PubMed's real one does)
         hp["split"] = "per_class"
     paper_epochs = hp["epochs"]
     graph = bench_graph(dataset, hp)
     hp_short = dict(hp, epochs=epochs)
     train_seed(graph, dict(hp_short, epochs=1), 0, device)  # warm-up
     single = statistics.median(train_seed(graph, hp_short, s, device)["ms_per_seed_epoch"] for s in range(2))
+    dense = dict(graph, x=graph["x"].to_dense())  # (d): the authors feed X dense
+    train_seed(dense, dict(hp_short, epochs=1), 0, device)
+    authors = statistics.median(train_seed(dense, hp_short, s, device)["ms_per_seed_epoch"] for s in range(2))
+    del dense
     S = chunk_size(graph, hp, params, RUNS)
     batched = train_chunk(graph, hp_short, list(range(S)), device)[0]["ms_per_seed_epoch"]
     appnp = time_appnp(graph, hp, epochs, device)
     chunks = math.ceil(RUNS / S)
     sizes = sizes_of(graph, hp)
     return {
-        "dataset": dataset + ("" if dataset in REAL else " (synthetic)"),
-        "single_ms": single, "batched_ms": batched, "appnp_ms": appnp, "chunk": S,
+        "dataset": dataset + ("" if real else " (synthetic)"),
+        "single_ms": single, "batched_ms": batched, "appnp_ms": appnp, "authors_ms": authors, "chunk": S,
         "single_100_s": single * paper_epochs * RUNS / 1000,
         "batched_100_s": batched * S * paper_epochs * chunks / 1000,
         "appnp_100_s": appnp * paper_epochs * RUNS / 1000,
+        "authors_100_s": authors * paper_epochs * RUNS / 1000,
         "epochs": paper_epochs,
         "estimate_100_gb": estimate_peak_bytes(**sizes, seeds=RUNS) / 2**30,
         "estimate_chunk_gb": estimate_peak_bytes(**sizes, seeds=S) / 2**30,
@@ -146,7 +160,7 @@ def sizes_of(graph: dict, hp: dict) -> dict:
                 hidden=hp["hidden"], K=hp["K"])
 
 
-def _peak_rss_of_batch(dataset: str, seeds: int) -> tuple[float, float]:
+def _peak_rss_of_batch(dataset: str, seeds: int) -> tuple[float, float]:  # noqa: D401
     """In a fresh process: RSS after loading, and peak RSS over 2 epochs of a batch (GiB)."""
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     params = config.load_params()
@@ -167,17 +181,18 @@ def _status_gib(field: str) -> float:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def measured_peak_gb(dataset: str, device: torch.device) -> float:
-    """Extra memory a 100-seed batch takes over the loaded graph: RSS on CPU, allocator peak on CUDA."""
+def measured_peak_gb(dataset: str, seeds: int, device: torch.device) -> float:
+    """Extra memory a chunk of ``seeds`` takes over the loaded graph: RSS on CPU (in a fresh
+    process), allocator peak on CUDA."""
     if device.type == "cuda":
         params = config.load_params()
         hp = dict(config.hparams_for(params, dataset), epochs=2, early_stop_window=0)
         graph = load_graph(dataset)
         torch.cuda.reset_peak_memory_stats()
-        train_chunk(graph, hp, list(range(RUNS)), device)
+        train_chunk(graph, hp, list(range(seeds)), device)
         return torch.cuda.max_memory_allocated() / 2**30
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        base, peak = pool.submit(_peak_rss_of_batch, dataset, RUNS).result()
+        base, peak = pool.submit(_peak_rss_of_batch, dataset, seeds).result()
     return peak - base
 
 
@@ -198,7 +213,7 @@ def profile_epoch(params: dict, device: torch.device, rows: int = 15) -> str:
 def measure_variants(dataset: str, params: dict, epochs: int, device: torch.device) -> list[dict]:
     """Batched ms per seed-epoch of every registry method with CAD-Net's network, one chunk,
     beside CAD-Net's in the same run (the ratio is what carries across machines)."""
-    graph = load_graph(dataset) if dataset in REAL else synthetic_graph(dataset, config.hparams_for(params, dataset))
+    graph = bench_graph(dataset, config.hparams_for(params, dataset))
     rows = []
     for method in REGISTRY:
         hp = dict(config.hparams_for(params, dataset, method), early_stop_window=0, epochs=epochs)
@@ -231,22 +246,26 @@ def report(rows: list[dict], memory: dict, profile_text: str, device: torch.devi
         "chunk's epoch time divided by its seeds. Wall times for 100 seeds are implied by those",
         "figures at the paper's epochs without early stopping (early stopping only shortens them).",
         "",
-        "| dataset | (a) single ms | (b) batched ms | (c) APPNP ms | b/a | b/c | chunk | (a) 100 seeds | (b) 100 seeds | (c) 100 seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | (a) single ms | (b) batched ms | (c) APPNP ms | (d) authors' setup ms | b/a | b/c | d/b | chunk "
+        "| (a) 100 seeds | (b) 100 seeds | (c) 100 seeds | (d) 100 seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['dataset']} | {r['single_ms']:.2f} | {r['batched_ms']:.2f} | {r['appnp_ms']:.2f} | "
-            f"{r['batched_ms'] / r['single_ms']:.3f} | {r['batched_ms'] / r['appnp_ms']:.3f} | {r['chunk']} | "
-            f"{r['single_100_s']:.0f} s | {r['batched_100_s']:.0f} s | {r['appnp_100_s']:.0f} s |"
+            f"{r['authors_ms']:.2f} | {r['batched_ms'] / r['single_ms']:.3f} | {r['batched_ms'] / r['appnp_ms']:.3f} | "
+            f"{r['authors_ms'] / r['batched_ms']:.1f} | {r['chunk']} | {r['single_100_s']:.0f} s | "
+            f"{r['batched_100_s']:.0f} s | {r['appnp_100_s']:.0f} s | {r['authors_100_s']:.0f} s |"
         )
-    lines += ["", "Peak memory of a 100-seed batch (training step, float32):", "",
-              "| dataset | estimated, 100 seeds | measured, 100 seeds | auto chunk (budget) | estimated, that chunk |",
+    lines += ["", "Peak memory of one chunk of the automatic size (training step, float32; measured: extra",
+              "RSS over the loaded graph in a fresh process on CPU, the allocator's peak on CUDA):", "",
+              "| dataset | auto chunk (budget) | estimated, that chunk | measured, that chunk | estimated, 100 seeds |",
               "|---|---|---|---|---|"]
     for r in rows:
         name = r["dataset"].split()[0]
-        measured = f"{memory[name]:.2f} GiB" if name in memory else "-"
-        lines.append(f"| {r['dataset']} | {r['estimate_100_gb']:.2f} GiB | {measured} | {r['chunk']} | {r['estimate_chunk_gb']:.2f} GiB |")
+        measured = f"{memory[name]:.2f} GiB" if name in memory else "- (synthetic)"
+        lines.append(f"| {r['dataset']} | {r['chunk']} | {r['estimate_chunk_gb']:.2f} GiB | {measured} | "
+                     f"{r['estimate_100_gb']:.2f} GiB |")
     for dataset, variant_rows in variants.items():
         cadnet_ms = next(r["ms"] for r in variant_rows if r["method"] == "cadnet")
         lines += ["", f"Every method of the registry on {dataset}, batched engine, one chunk each (ms per seed-epoch,",
@@ -278,9 +297,12 @@ def main(argv: list[str]) -> None:
         r = rows[-1]
         print(f"{r['dataset']}: single {r['single_ms']:.2f} ms, batched {r['batched_ms']:.2f} ms/seed-epoch "
               f"(chunk {r['chunk']}), APPNP {r['appnp_ms']:.2f} ms; b/a {r['batched_ms'] / r['single_ms']:.3f}, "
-              f"b/c {r['batched_ms'] / r['appnp_ms']:.3f}", flush=True)
-    memory = {d: measured_peak_gb(d, device) for d in REAL if d in args.datasets}
-    profile_text = profile_epoch(params, device) if "cora" in args.datasets else "(cora not benchmarked)"
+              f"b/c {r['batched_ms'] / r['appnp_ms']:.3f}; authors' setup {r['authors_ms']:.2f} ms "
+              f"(d/b {r['authors_ms'] / r['batched_ms']:.1f})", flush=True)
+    memory = {r["dataset"]: measured_peak_gb(r["dataset"], r["chunk"], device) for r in rows
+              if not r["dataset"].endswith("(synthetic)")}
+    profile_text = profile_epoch(params, device) if has_real_graph("cora") and "cora" in args.datasets \
+        else "(cora not benchmarked)"
     variants = {d: measure_variants(d, params, args.epochs, device) for d in args.variants_on}
     text = report(rows, memory, profile_text, device, args.epochs, variants)
     print(text)

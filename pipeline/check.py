@@ -15,6 +15,7 @@ import sys
 
 from pipeline import config, plan
 from pipeline.paths import CHECKED_FILE, PARAMS_FILE
+from pipeline.progress import duration
 
 
 def resolve_device_name(name: str) -> str:
@@ -32,11 +33,20 @@ def resolve_device_name(name: str) -> str:
 
 
 def plan_lines(params: dict, device: str) -> list[str]:
-    lines = [f"dvc repro will train {len(config.cells(params))} cells on {device} "
-             f"(finished seeds of the same settings are reused; each train stage says how many):"]
-    for dataset, method in config.cells(params):
+    cells = config.cells(params)
+    lines = [f"dvc repro will train {len(cells)} cells on {device}; seeds already trained with the same "
+             f"settings are reused (each train stage says how many), so these times are upper bounds:"]
+    total, unknown = 0.0, 0
+    for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
-        lines.append(f"  {dataset}/{method}: {runs} seeds, at most {plan.estimate(dataset, method, runs)}")
+        lines.append(f"  {dataset}/{method}: {runs} seeds, {plan.estimate(dataset, method, runs)}")
+        measured = plan.measured_per_seed(dataset, method)
+        if measured is None:
+            unknown += 1
+        else:
+            total += measured[0] * runs
+    lines.append(f"  all cells: ~{duration(total)} at the committed run's speed"
+                 + (f", plus {unknown} cells without a measured figure" if unknown else ""))
     return lines
 
 

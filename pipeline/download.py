@@ -182,8 +182,12 @@ def _copy_from_mirror(row: dict, mirror: Path, dst: BinaryIO) -> Path:
             f"{row['file']}: not in the mirror {src_dir} ({MIRROR_ENV}={os.environ.get(MIRROR_ENV)}); "
             f"unset {MIRROR_ENV} to download it from {UPSTREAM_URLS[row['source']]}"
         )
-    with src.open("rb") as handle:
-        copy_stream(handle, dst)
+    try:
+        with src.open("rb") as handle:
+            copy_stream(handle, dst)
+    except OSError as err:  # unreadable for this user, a disk error: say which file
+        raise DataError(f"{src}: cannot read it from the mirror ({err.strerror or err}); "
+                        f"check its permissions or point {MIRROR_ENV} at a readable copy") from None
     print(f"{row['file']}: copied from {src}")
     return src
 

@@ -22,11 +22,22 @@ def test_synthetic_graph_has_the_datasets_sizes():
 
 
 def test_report_states_ratios_and_memory():
-    row = {"dataset": "cora", "single_ms": 10.0, "batched_ms": 2.5, "appnp_ms": 5.0, "chunk": 25,
-           "single_100_s": 100.0, "batched_100_s": 25.0, "appnp_100_s": 50.0, "epochs": 100,
+    row = {"dataset": "cora", "single_ms": 10.0, "batched_ms": 2.5, "appnp_ms": 5.0, "authors_ms": 30.0, "chunk": 25,
+           "single_100_s": 100.0, "batched_100_s": 25.0, "appnp_100_s": 50.0, "authors_100_s": 300.0, "epochs": 100,
            "estimate_100_gb": 1.0, "estimate_chunk_gb": 0.25}
     variants = {"cora": [{"method": "cadnet", "ms": 4.0, "chunk": 25}, {"method": "rw", "ms": 3.0, "chunk": 25}]}
     text = bench.report([row], {"cora": 0.8}, "profile table", torch.device("cpu"), epochs=5, variants=variants)
-    assert "| cora | 10.00 | 2.50 | 5.00 | 0.250 | 0.500 | 25 |" in text
-    assert "0.80 GiB" in text and "profile table" in text and "CPU" in text
+    assert "| cora | 10.00 | 2.50 | 5.00 | 30.00 | 0.250 | 0.500 | 12.0 | 25 |" in text  # d/b: 30 / 2.5
+    assert "| cora | 25 | 0.25 GiB | 0.80 GiB | 1.00 GiB |" in text and "profile table" in text and "CPU" in text
     assert "| rw | 3.00 | 0.75 | 25 |" in text
+
+
+def test_a_dataset_with_a_processed_graph_is_benchmarked_on_it(tmp_path, monkeypatch):
+    from pipeline.files import save_torch
+
+    monkeypatch.setattr(bench, "PROCESSED_ROOT", tmp_path)
+    assert not bench.has_real_graph("photo")
+    real = {"x": torch.eye(3).to_sparse_coo(), "y": torch.arange(3)}
+    save_torch(real, tmp_path / "photo" / "graph.pt")
+    monkeypatch.setattr(bench, "load_graph", lambda d: torch.load(tmp_path / d / "graph.pt"))
+    assert bench.has_real_graph("photo") and torch.equal(bench.bench_graph("photo", {})["y"], real["y"])

@@ -255,3 +255,23 @@ def test_connection_dropped_mid_download(workdir, monkeypatch, tiny_table):
     with pytest.raises(DataError, match=r"cannot download .*tiny\.npz.*CADNET_MIRROR"):
         download.main(["photo"])
     assert list((workdir / "data" / "raw" / "photo").iterdir()) == []
+
+
+@needs_mirror
+def test_unreadable_mirror_file_is_one_line_naming_it(workdir, monkeypatch, cora_rows):
+    """A mirror file this user may not read (chmod 000 for a non-root user): one line naming
+    the file, no traceback and no partial file. Simulated, since root reads any file."""
+    monkeypatch.setenv(download.MIRROR_ENV, str(REAL_MIRROR))
+    real_open = Path.open
+
+    def denied(self, *args, **kwargs):
+        if self.name == "ind.cora.y":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", denied)
+    with pytest.raises(DataError) as info:
+        download.main(["cora"])
+    message = str(info.value)
+    assert "\n" not in message and "ind.cora.y" in message and "Permission denied" in message
+    assert leftovers(workdir / "data" / "raw" / "cora") == []

@@ -81,6 +81,26 @@ def test_missing_seed_file_names_the_file(cora_workdir):
     assert not (cora_workdir / "data/eval").exists()
 
 
+@pytest.mark.parametrize("replace_with, fragment", [
+    (lambda: fake_record(0, 0.9), "holds seed 0 of cora/cadnet, not seed 1"),  # a copied seed file
+    (lambda: dict(fake_record(1, 0.9), method="rw"), "holds seed 1 of cora/rw"),  # another method's
+    (lambda: fake_record(1, 0.9, fingerprint="other"), "trained with other settings"),  # mixed settings
+    (lambda: b"PK\x03\x04 truncated", "unreadable"),
+])
+def test_a_seed_file_that_is_not_what_its_name_says_is_refused(cora_workdir, replace_with, fragment):
+    """Seed 1's file replaced: never counted (a copy would count a seed twice in the tables)."""
+    path = cora_workdir / "data/runs/cora/cadnet/seed_001.pt"
+    value = replace_with()
+    if isinstance(value, bytes):
+        path.write_bytes(value)
+    else:
+        torch.save(value, path)
+    with pytest.raises(DataError) as info:
+        run()
+    assert "\n" not in str(info.value) and "seed_001.pt" in str(info.value) and fragment in str(info.value)
+    assert not (cora_workdir / "reports").exists()
+
+
 def test_more_runs_than_seeds_is_an_error(cora_workdir):
     update_params(cora_workdir, runs=4)
     with pytest.raises(DataError, match=r"seed_003\.pt"):

@@ -40,3 +40,18 @@ def test_sha256_of_matches_hashlib_across_chunks(tmp_path):
     path = tmp_path / "blob"
     path.write_bytes(blob)
     assert sha256_of(path) == hashlib.sha256(blob).hexdigest()
+
+
+def test_save_torch_writes_the_same_bytes_whatever_the_path(tmp_path):
+    """torch.save names its zip archive after the file it writes; saving through a temporary
+    file named with the PID made two saves of one graph differ (and every seed stale)."""
+    import torch
+
+    from pipeline.files import save_torch
+
+    graph = {"x": torch.eye(3).to_sparse_coo(), "y": torch.arange(3)}
+    save_torch(graph, tmp_path / "a" / "graph.pt")
+    save_torch(graph, tmp_path / "b" / "other_name.pt")
+    assert (tmp_path / "a" / "graph.pt").read_bytes() == (tmp_path / "b" / "other_name.pt").read_bytes()
+    assert torch.equal(torch.load(tmp_path / "a" / "graph.pt")["y"], graph["y"])
+    assert not [p for p in (tmp_path / "a").iterdir() if p.name.startswith(".")]

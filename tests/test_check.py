@@ -1,0 +1,41 @@
+"""pipeline/check.py: the stage that validates all of params.yaml before any other runs."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import NO_VARIANTS, update_params
+from pipeline import check, config
+from pipeline.paths import CHECKED_FILE
+
+
+def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values(workdir, capsys):
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=7, variants=NO_VARIANTS, device="cpu")
+    check.main([])
+    first = (workdir / CHECKED_FILE).read_text()
+    err = capsys.readouterr().err
+    assert "dvc repro will train 1 cells on cpu" in err and "cora/cadnet: 7 seeds" in err
+    update_params(workdir, runs=9, beta=0.5)
+    check.main([])
+    assert (workdir / CHECKED_FILE).read_text() == first  # downstream stages see no change
+
+
+def test_a_bad_row_of_an_unselected_dataset_fails_without_writing(workdir):
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], variants=NO_VARIANTS)
+    params = config.load_params()
+    params["hparams"]["physics"]["K"] = 0
+    import yaml
+
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(config.ConfigError, match=r"hparams\.physics\.K"):
+        check.main([])
+    assert not (workdir / CHECKED_FILE).exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_a_gpu_names_the_allowed_values(workdir):
+    update_params(workdir, device="cuda")
+    with pytest.raises(config.ConfigError) as info:
+        check.main([])
+    assert "device" in str(info.value) and "allowed values here: auto, cpu" in str(info.value)
+    assert check.resolve_device_name("auto") == "cpu"

@@ -1,0 +1,54 @@
+"""pipeline/progress.py and pipeline/plan.py: what a stage prints while and before it works."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from pipeline import plan, progress
+
+
+def test_plain_lines_report_every_tenth_and_the_end_with_time_left():
+    out = io.StringIO()
+    bar = progress.PlainLines(100, "train cora/cadnet", "seeds", file=out)
+    for _ in range(4):
+        bar.update(25)  # one chunk of 25 seeds at a time: one line per chunk
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "train cora/cadnet: 100 seeds to go"
+    assert [line.split(": ")[1].split(" (")[0] for line in lines[1:]] == ["25/100 seeds", "50/100 seeds",
+                                                                          "75/100 seeds", "100/100 seeds"]
+    assert all("elapsed" in line and "left" in line for line in lines[1:])
+    assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+
+
+def test_plain_lines_stay_few_for_many_small_updates():
+    out = io.StringIO()
+    bar = progress.PlainLines(1000, "x", "seeds", file=out)
+    for _ in range(1000):
+        bar.update()
+    assert len(out.getvalue().splitlines()) == 1 + 100 // progress.PLAIN_EVERY_PERCENT
+
+
+def test_off_a_terminal_inner_bars_are_silent_and_outer_ones_plain(monkeypatch, capsys):
+    monkeypatch.setattr(progress, "on_terminal", lambda: False)
+    inner = progress.inner(100, "epochs", "epoch")
+    inner.update()
+    inner.set_postfix(active=3)
+    assert capsys.readouterr().err == ""
+    assert isinstance(progress.outer(10, "train", "seeds"), progress.PlainLines)
+
+
+@pytest.mark.parametrize("seconds, text", [(42, "42 s"), (210, "3.5 min"), (7560, "2.1 h"), (4 * 86400, "4.0 days")])
+def test_duration(seconds, text):
+    assert progress.duration(seconds) == text
+
+
+def test_estimate_uses_the_committed_per_seed_table_and_falls_back_to_cadnet(tmp_path):
+    table = tmp_path / "cora"
+    table.mkdir()
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,10.0\n1,0.8,50,20.0\n")
+    # 1 s per seed (100 x 10 ms and 50 x 20 ms): 120 seeds, 2 minutes
+    assert plan.estimate("cora", "cadnet", 120, tmp_path).startswith("~2.0 min")
+    assert "cora/cadnet" in plan.estimate("cora", "rw", 120, tmp_path)  # rw never ran: CAD-Net's figure
+    assert "no measured figure for pubmed" in plan.estimate("pubmed", "cadnet", 10, tmp_path)
+    assert plan.estimate("cora", "cadnet", 0, tmp_path) == "nothing to train"
