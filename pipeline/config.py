@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.methods import REGISTRY
+from pipeline.methods import BASELINES, REGISTRY
 from pipeline.paths import PARAMS_FILE
 
 DATASETS = ("citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics")
@@ -71,6 +71,13 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
     "heat_t": (lambda v: _is_num(v) and v > 0, "a number > 0"),
     "diffusion_topk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "attention_slope": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
+    # the baselines' own (pipeline/baselines.py)
+    "baseline": (lambda v: v in BASELINES, f"one of {list(BASELINES)}"),
+    "heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "output_heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "layers": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
+    "depth": (lambda v: _is_int(v) and 1 <= v <= 16, "an integer in [1, 16]"),
+    "edge_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
 }
 HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
 
@@ -265,6 +272,8 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         else:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
     entry = REGISTRY[method]
+    if entry.table_keys is not None:  # a baseline: only the protocol comes from CAD-Net's table
+        resolved = {k: resolved[k] for k in entry.table_keys}
     resolved.update(entry.fixed)
     resolved.update(_own_hparams(params, dataset, method))
     for key in METHOD_RULES:

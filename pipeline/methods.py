@@ -25,6 +25,12 @@ class Method:
     paper: tuple[str, str] = ("table2", "cadnet")  # its row in paper_results.yaml
     batched: bool = True  # False: its network is built for one seed and trained seed by seed
     label: str = ""  # how the paper's tables name it
+    # False: batched, a seed's dropout masks come from its chunk's stream (torch.func.vmap), so
+    # the chunk size is part of what its result records
+    chunk_independent: bool = True
+    # the keys of CAD-Net's table (params.yaml hparams.<dataset>) it reads; None: all of them.
+    # The baselines read the protocol's only: their model settings are their own keys.
+    table_keys: tuple[str, ...] | None = None
 
 
 # The three parts of AdaCAD's operator (pipeline.model.AdaCAD) as CAD-Net has them.
@@ -58,6 +64,39 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("cadnet_noent", CADNET_BUILDER, {**ADACAD, "lambda_ent": 0.0},
            paper=("tableB3", "cadnet_noent"), label="CAD-Net w/o entropy"),
 )}
+
+# The baselines of Table 2 (pipeline/baselines.py), each with its published settings in
+# params.yaml (method_hparams.<name>, with sources), trained by the same loop on the same seeds
+# and splits. The split protocol is CAD-Net's table's; the lr is not dropped.
+BASELINE_BUILDER = "pipeline.baselines:build_baseline"
+PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class", "val_per_class", "lr_drop_every",
+                 "lr_drop_factor")
+TRAINING_KEYS = ("hidden", "p_drop", "lr", "weight_decay", "epochs", "early_stop_window")
+
+
+def _baseline(name: str, label: str, own: tuple[str, ...] = (), batched: bool = True) -> Method:
+    keys = tuple(k for k in TRAINING_KEYS if not (name == "sgc" and k in ("hidden", "p_drop"))) + own
+    return Method(name, BASELINE_BUILDER, {"baseline": name, "lr_drop_every": 0}, own_keys=keys, paper=("table2", name),
+                  batched=batched, label=label, chunk_independent=False, table_keys=PROTOCOL_KEYS)
+
+
+REGISTRY.update({m.name: m for m in (
+    _baseline("cheb", "Cheby", ("K",)),
+    _baseline("gcn", "GCN"),
+    _baseline("sage", "SAGE"),
+    _baseline("jknet", "JK", ("layers",)),
+    _baseline("mixhop", "MixHop", ("layers",)),
+    _baseline("sgc", "SGC", ("K",)),
+    # AGNNConv's attention softmax does not run under torch.func.vmap (PyG 2.8.1's scatter
+    # broadcast fails on a batched 1-D alpha): seed by seed
+    _baseline("agnn", "AGNN", batched=False),
+    _baseline("gat", "GAT", ("heads", "output_heads")),
+    # top-k pooling keeps a different node set per seed: no stacked form
+    _baseline("graph_unet", "U-Nets", ("depth", "edge_drop"), batched=False),
+    _baseline("appnp", "APPNP", ("K", "ppr_alpha")),
+    _baseline("gdc", "GDC", ("ppr_alpha", "diffusion_topk")),
+)})
+BASELINES = ("cheb", "gcn", "sage", "jknet", "mixhop", "sgc", "agnn", "gat", "graph_unet", "appnp", "gdc")
 
 # Table 3's rows in the paper's order; AdaCAD is CAD-Net itself (the `cadnet` runs).
 TABLE3_ROWS = ("rw", "rw_pull", "symna", "ppr", "hk", "gat_rw", "tf_rw", "cad", "cadnet")

@@ -302,8 +302,11 @@ def _train_seed_in_worker(dataset: str, hp: dict, method: str, seed: int) -> dic
 
 
 def graph_sizes(graph: dict, hp: dict) -> dict:
+    """What :func:`estimate_peak_bytes` needs. It models CAD-Net's batched network; for a
+    baseline (no K, heads of width hidden) it is a proxy of the same order."""
+    hidden = hp.get("hidden", graph["num_classes"]) * hp.get("heads", 1)
     return dict(nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1), features=graph["x"].size(1),
-                feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hp["hidden"], K=hp["K"])
+                feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hidden, K=hp.get("K", 2))
 
 
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
@@ -325,7 +328,7 @@ def check_memory(graph: dict, hp: dict, params: dict, where: str) -> None:
     if one_seed > budget * 2**30:
         raise config.ConfigError(
             f"memory_budget_gb: {budget} GB is below the estimated peak of one seed of {where} "
-            f"({one_seed / 2**30:.3g} GB with hidden={hp['hidden']}, K={hp['K']}); raise it or lower those")
+            f"({one_seed / 2**30:.3g} GB with hidden={hp.get('hidden')}, K={hp.get('K')}); raise it or lower those")
 
 
 def train_seeds(dataset: str, hp: dict, method: str, seeds: list[int], device: torch.device, n_jobs: int):
@@ -363,14 +366,21 @@ def main(argv: list[str]) -> None:
     split_masks(graph, hp, 0)
     check_memory(graph, hp, params, where)
     size = chunk_size(graph, hp, params, runs) if engine == "batched" else 1
-    fingerprint = run_fingerprint(dataset, method, hp, engine)
+    # a method whose batched seeds share their chunk's dropout stream records the chunk size,
+    # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
+    blocks = engine == "batched" and not REGISTRY[method].chunk_independent
+    fingerprint = run_fingerprint(dataset, method, hp, f"batched, fixed chunks of {size}" if blocks else engine)
 
     seeds = sync_seeds(dataset, method, runs, fingerprint)
     run_dir = RUNS_ROOT / dataset / method
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     print(f"train {where}: {runs} seeds, {runs - len(seeds)} reused, {len(seeds)} to train "
           f"({engine}, {how}, {device.type}); {plan.estimate(dataset, method, len(seeds))}", file=sys.stderr)
-    if engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
+    if blocks:
+        pending = set(seeds)
+        chunks = [list(range(k * size, min((k + 1) * size, runs))) for k in sorted({s // size for s in seeds})]
+        batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending] for chunk in chunks)
+    elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
         batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
     else:
         batches = ([record] for record in train_seeds(dataset, hp, method, seeds, device, params.get("n_jobs", -1)))

@@ -1,0 +1,113 @@
+"""pipeline/baselines.py: the Table 2 baselines, each seed-batched form against its one-seed
+reference, and the protocol they share with CAD-Net."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import update_params
+from pipeline import baselines, config, train
+from pipeline.files import save_torch
+from pipeline.methods import BASELINES, REGISTRY
+from test_batched import synthetic_graph
+
+BATCHED = [m for m in BASELINES if REGISTRY[m].batched]
+SETTINGS = dict(hidden=6, p_drop=0.5, K=2, ppr_alpha=0.1, heads=2, output_heads=1, layers=2, depth=2,
+                edge_drop=0.2, diffusion_topk=8, lr=0.01, weight_decay=5e-4, epochs=4, early_stop_window=0,
+                lr_drop_every=0, lr_drop_factor=0.5, split="per_class", train_per_class=5, val_per_class=5)
+
+
+def settings(name: str, **changes) -> dict:
+    return dict(SETTINGS, baseline=name, **changes)
+
+
+def test_the_registry_holds_the_eleven_baselines_of_table_2():
+    assert len(BASELINES) == 11 and all(REGISTRY[m].paper == ("table2", m) for m in BASELINES)
+    assert {m for m in BASELINES if not REGISTRY[m].batched} == {"agnn", "graph_unet"}
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_seeds_side_by_side_equal_each_seed_alone_forward_and_gradients(name):
+    """Dropout off (eval): seed s of the stacked network computes what its one-seed network
+    computes, and its gradient is that network's gradient."""
+    graph, hp = synthetic_graph(), settings(name)
+    stacked = baselines.build_baseline(graph, hp, [3, 4], batched=True).eval()
+    out = stacked()
+    y = graph["y"]
+    loss = -out.log_probs.gather(-1, y.view(-1, 1, 1).expand(-1, 2, 1)).sum()
+    loss.backward()
+    for s, seed in enumerate((3, 4)):
+        alone = baselines.build_baseline(graph, hp, [seed], batched=False).eval()
+        single = alone()
+        torch.testing.assert_close(out.log_probs[:, s], single.log_probs[:, 0], rtol=1e-5, atol=1e-5)
+        (-single.log_probs[:, 0].gather(-1, y.view(-1, 1)).sum()).backward()
+        grads = [p.grad for p in alone.parameters() if p.requires_grad]
+        stacked_grads = [p.grad[s] for p in stacked.parameters()]
+        assert len(grads) == len(stacked_grads) > 0
+        for got, want in zip(stacked_grads, grads):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert torch.equal(out.regularizer, torch.zeros(2)) and torch.equal(out.gamma, torch.ones(graph["y"].size(0), 2))
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_training_mode_draws_different_dropout_per_seed(name):
+    graph, hp = synthetic_graph(), settings(name, p_drop=0.5)
+    if name == "sgc":
+        pytest.skip("SGC has no dropout")
+    torch.manual_seed(0)
+    # two seeds with the same initial weights: only their dropout masks can differ
+    net = baselines.SeedsSideBySide([baselines.make_network(name, graph["x"].size(1), graph["num_classes"], hp, 40)
+                                     for _ in range(1)] * 2, baselines.baseline_inputs(graph, name, hp)).train()
+    out = net().log_probs
+    assert not torch.allclose(out[:, 0], out[:, 1])
+
+
+def test_inputs_are_dense_features_and_the_graph_without_added_self_loops():
+    graph = synthetic_graph()
+    loops = torch.arange(5).repeat(2, 1)
+    graph["edge_index"] = torch.cat([graph["edge_index"], loops], dim=1)
+    x, edge_index, weight = baselines.baseline_inputs(graph, "gcn", settings("gcn"))
+    assert x.layout == torch.strided and torch.equal(x, graph["x"].to_dense())
+    assert not (edge_index[0] == edge_index[1]).any() and weight is None
+
+
+def test_gdc_rewires_the_graph_column_stochastic_and_top_k():
+    graph = synthetic_graph()
+    x, edge_index, weight = baselines.baseline_inputs(graph, "gdc", settings("gdc", diffusion_topk=3))
+    n = graph["y"].size(0)
+    columns = torch.zeros(n).index_add_(0, edge_index[1], weight)
+    assert torch.allclose(columns, torch.ones(n), atol=1e-5)  # normalization_out="col"
+    assert torch.bincount(edge_index[1], minlength=n).max() <= 3  # top-3 per column
+
+
+def test_a_baseline_reads_only_the_protocol_from_cadnets_table(workdir):
+    update_params(workdir, beta=0.9, K=7, lr=0.5)
+    hp = config.hparams_for(config.load_params(), "cora", "gcn")
+    assert "beta" not in hp and "K" not in hp and hp["lr"] == 0.01  # its own lr, not the override
+    assert hp["split"] == "public" and hp["lr_drop_every"] == 0
+
+
+@pytest.mark.parametrize("name", ["agnn", "graph_unet"])
+def test_unbatchable_baselines_train_seed_by_seed_in_the_same_loop(name):
+    records = train.train_chunk(synthetic_graph(), settings(name), [0, 1], method=name, batched=False)
+    assert [r["seed"] for r in records] == [0, 1] and all(r["engine"] == "single" for r in records)
+    assert all(0 <= r["test_acc"] <= 1 for r in records)
+
+
+def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
+    """A vmapped baseline's dropout comes from its chunk's stream: the chunk size is part of the
+    fingerprint and a lost seed is retrained with its whole block, identically."""
+    update_params(workdir, datasets=["cora"], methods=["gcn"], runs=4, seed_chunk=2,
+                  variants={"datasets": [], "methods": [], "runs": {}})
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    train.main(["cora", "gcn"])
+    run_dir = workdir / "data/runs/cora/gcn"
+    first = torch.load(run_dir / "seed_003.pt", weights_only=False)
+    assert first["engine"] == "batched (chunk of 2)"
+    (run_dir / "seed_003.pt").unlink()
+    mtime = (run_dir / "seed_002.pt").stat().st_mtime_ns
+    train.main(["cora", "gcn"])
+    again = torch.load(run_dir / "seed_003.pt", weights_only=False)
+    assert again["history"] == first["history"] and again["fingerprint"] == first["fingerprint"]
+    assert (run_dir / "seed_002.pt").stat().st_mtime_ns == mtime  # trained again, not rewritten
