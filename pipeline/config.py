@@ -31,7 +31,10 @@ ENGINES = ("batched", "single")
 TRANSITIONS = ("cad", "rw", "symna", "gat", "tf")
 PROPAGATIONS = ("steps", "ppr", "heat")
 WEIGHTINGS = ("adaptive", "none")
-TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", "variants", "device", "engine", "seed_chunk",
+# Studies besides the main one (datasets x methods): each its own datasets, methods and runs,
+# trained by train_<study>@<dataset>-<method> stages (dvc.yaml).
+STUDIES = ("variants", "baselines")
+TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", *STUDIES, "device", "engine", "seed_chunk",
                   "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
 
 # One rule per hyperparameter of CAD-Net's table: (check, description of the allowed values).
@@ -143,7 +146,9 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
         check_choice("methods", name, METHODS)
     _check_runs("runs", params.get("runs"))
     params["runs_by_dataset"] = _check_runs_by_dataset("runs_by_dataset", params.get("runs_by_dataset"))
-    _check_variants(params)
+    claimed = set(params["methods"])
+    for study in STUDIES:
+        _check_study(params, study, claimed)
     check_choice("device", params.get("device", "auto"), DEVICES)
     check_choice("engine", params.get("engine", "batched"), ENGINES)
     chunk = params.get("seed_chunk", "auto")
@@ -177,29 +182,31 @@ def _check_runs(where: str, runs: Any) -> None:
         raise ConfigError(f"{where}: got {runs!r}; allowed values: an integer in [1, {MAX_RUNS}]")
 
 
-def _check_variants(params: dict) -> None:
-    """The `variants` study (Table 3, appendix B.3): its own datasets, methods and runs.
+def _check_study(params: dict, study: str, claimed: set[str]) -> None:
+    """A study besides the main one: `variants` (Table 3, appendix B.3) or `baselines` (the
+    Table 2 baselines, on their own datasets), each with its datasets, methods and runs.
 
-    Its methods must differ from the main `methods`: both studies' train stages write
-    data/runs/<dataset>/<method>, and one folder cannot be the output of two stages."""
-    variants = params.get("variants")
-    if variants is None:
-        params["variants"] = {"datasets": [], "methods": [], "runs": {}}
+    A method belongs to one study only: each study's train stages write data/runs/<dataset>/
+    <method>, and one folder cannot be the output of two stages."""
+    spec = params.get(study)
+    if spec is None:
+        params[study] = {"datasets": [], "methods": [], "runs": {}}
         return
-    if not isinstance(variants, dict) or set(variants) - {"datasets", "methods", "runs"}:
-        raise ConfigError("variants: must be a mapping with keys datasets, methods, runs")
+    if not isinstance(spec, dict) or set(spec) - {"datasets", "methods", "runs"}:
+        raise ConfigError(f"{study}: must be a mapping with keys datasets, methods, runs")
     for key in ("datasets", "methods"):
-        if not isinstance(variants.get(key), list):
-            raise ConfigError(f"variants.{key}: must be a list")
-    for name in variants["datasets"]:
-        check_choice("variants.datasets", name, DATASETS)
+        if not isinstance(spec.get(key), list):
+            raise ConfigError(f"{study}.{key}: must be a list")
+    for name in spec["datasets"]:
+        check_choice(f"{study}.datasets", name, DATASETS)
         if name not in params["datasets"]:  # only selected datasets are downloaded and preprocessed
-            raise ConfigError(f"variants.datasets: {name!r} is not in datasets; add it there or drop it here")
-    for name in variants["methods"]:
-        check_choice("variants.methods", name, METHODS)
-        if name in params["methods"]:
-            raise ConfigError(f"variants.methods: {name!r} is also in methods; list each method in one study only")
-    variants["runs"] = _check_runs_by_dataset("variants.runs", variants.get("runs"))
+            raise ConfigError(f"{study}.datasets: {name!r} is not in datasets; add it there or drop it here")
+    for name in spec["methods"]:
+        check_choice(f"{study}.methods", name, METHODS)
+        if name in claimed:
+            raise ConfigError(f"{study}.methods: {name!r} is also in another study; list each method in one study only")
+        claimed.add(name)
+    spec["runs"] = _check_runs_by_dataset(f"{study}.runs", spec.get("runs"))
 
 
 def _check_runs_by_dataset(where: str, runs: Any) -> dict:
@@ -215,10 +222,10 @@ def _check_runs_by_dataset(where: str, runs: Any) -> dict:
 
 def runs_for(params: dict, dataset: str, method: str) -> int:
     """Seeds of one cell: `runs`, or where set, `runs_by_dataset.<dataset>` (main study) or
-    `variants.runs.<dataset>` (a method of the variants study)."""
-    variants = params["variants"]
-    if method in variants["methods"]:
-        return variants["runs"].get(dataset, params["runs"])
+    `<study>.runs.<dataset>` (a method of the variants or baselines study)."""
+    for study in STUDIES:
+        if method in params[study]["methods"]:
+            return params[study]["runs"].get(dataset, params["runs"])
     return params["runs_by_dataset"].get(dataset, params["runs"])
 
 
@@ -234,8 +241,7 @@ def check_everything(params: dict) -> None:
 def cells(params: dict) -> list[tuple[str, str]]:
     """Every (dataset, method) pair that the selected studies train, in table order."""
     main = [(d, m) for d in params["datasets"] for m in params["methods"]]
-    variants = params["variants"]
-    return main + [(d, m) for d in variants["datasets"] for m in variants["methods"]]
+    return main + [(d, m) for study in STUDIES for d in params[study]["datasets"] for m in params[study]["methods"]]
 
 
 def _check_hparam(where: str, key: str, value: Any) -> None:

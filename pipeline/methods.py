@@ -25,12 +25,14 @@ class Method:
     paper: tuple[str, str] = ("table2", "cadnet")  # its row in paper_results.yaml
     batched: bool = True  # False: its network is built for one seed and trained seed by seed
     label: str = ""  # how the paper's tables name it
+    # (The two fields below act through what a seed's fingerprint already holds, the engine
+    # string and the hyperparameters, so they stay out of the entry's repr, which it also holds.)
     # False: batched, a seed's dropout masks come from its chunk's stream (torch.func.vmap), so
     # the chunk size is part of what its result records
-    chunk_independent: bool = True
+    chunk_independent: bool = field(default=True, repr=False)
     # the keys of CAD-Net's table (params.yaml hparams.<dataset>) it reads; None: all of them.
     # The baselines read the protocol's only: their model settings are their own keys.
-    table_keys: tuple[str, ...] | None = None
+    table_keys: tuple[str, ...] | None = field(default=None, repr=False)
 
 
 # The three parts of AdaCAD's operator (pipeline.model.AdaCAD) as CAD-Net has them.

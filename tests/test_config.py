@@ -17,6 +17,7 @@ import yaml
 
 from conftest import PROJECT_ROOT, SHIPPED_PARAMS, read_params, shipped_params_text, with_variants_in_selection, write_params
 from pipeline import config
+from pipeline.methods import BASELINES
 from pipeline.config import ConfigError
 
 SPEC = PROJECT_ROOT / "docs" / "SPEC.md"  # the in-repository copy of the specification
@@ -50,7 +51,7 @@ RANGE_MSGS = {"beta": "[0, 1]", "K": "integer >= 1", "epochs": "integer >= 1", "
 BAD_TOP_LEVEL = [
     # (id, changes, key named in the message, fragments of the allowed values)
     ("unknown-dataset", {"datasets": ["cora", "coraa"]}, "datasets", ALL_DATASETS),
-    ("unknown-method", {"methods": ["cadnet", "gcn"]}, "methods", ["cadnet", "cadnet_pull"]),
+    ("unknown-method", {"methods": ["cadnet", "gcnn"]}, "methods", ["cadnet", "cadnet_pull", "gcn"]),
     ("beta-1.5", {"beta": 1.5}, "beta", ["[0, 1]"]),
     ("beta-neg", {"beta": -0.1}, "beta", ["[0, 1]"]),
     ("K-0", {"K": 0}, "K", ["an integer >= 1"]),
@@ -174,8 +175,8 @@ def test_hparams_for_unknown_dataset_and_method(workdir):
         config.hparams_for(loaded, "coraa")
     assert_one_line(info.value, "dataset", "coraa", *ALL_DATASETS)
     with pytest.raises(ConfigError) as info:
-        config.hparams_for(loaded, "cora", "gcn")
-    assert_one_line(info.value, "method", "gcn", "cadnet", "cadnet_pull")
+        config.hparams_for(loaded, "cora", "gcnn")
+    assert_one_line(info.value, "method", "gcnn", "cadnet", "cadnet_pull")
 
 
 # -------------------------------------------------------------------------- positive cases
@@ -186,7 +187,8 @@ def test_shipped_params_load_and_every_row_resolves(tmp_path):
     params = config.load_params(tmp_path / "params.yaml")
     assert set(params["datasets"]) <= set(config.DATASETS)
     # every registry method is trained by one of the two studies, and has its own keys' entry
-    assert set(params["methods"]) | set(params["variants"]["methods"]) == set(config.METHODS)
+    studies = set(params["methods"]) | set(params["variants"]["methods"]) | set(params["baselines"]["methods"])
+    assert studies == set(config.METHODS)
     assert set(params["method_hparams"]) == set(config.METHODS)
     assert set(params["hparams"]) == set(config.DATASETS)
     for key in config.TABLE_RULES:  # every override exists (dvc exp run -S needs the key) ...
@@ -194,8 +196,11 @@ def test_shipped_params_load_and_every_row_resolves(tmp_path):
     for dataset in config.DATASETS:
         for method in config.METHODS:
             hp = config.hparams_for(params, dataset, method)
-            assert set(config.TABLE_RULES) <= set(hp) <= set(config.HPARAM_RULES)
-            assert {"transition", "propagation", "weighting"} <= set(hp)
+            assert set(hp) <= set(config.HPARAM_RULES)
+            if method in BASELINES:
+                assert hp["baseline"] == method and "beta" not in hp
+            else:
+                assert set(config.TABLE_RULES) <= set(hp) and {"transition", "propagation", "weighting"} <= set(hp)
 
 
 def test_load_params_accepts_explicit_path(tmp_path):
@@ -359,7 +364,7 @@ def test_stages_reject_bad_override_before_work(workdir, stage, argv):
     assert _files_under(workdir) == before
 
 
-@pytest.mark.parametrize("argv", [["coraa"], ["cora", "gcn"]])
+@pytest.mark.parametrize("argv", [["coraa"], ["cora", "gcnn"]])
 def test_train_rejects_bad_arguments(workdir, argv):
     from pipeline import train
 
@@ -428,9 +433,9 @@ def test_method_own_keys_are_checked(workdir, own, message):
 
 
 @pytest.mark.parametrize("variants, message", [
-    ({"datasets": ["cora"], "methods": ["cadnet"], "runs": {}}, ["variants.methods", "cadnet", "also in methods"]),
+    ({"datasets": ["cora"], "methods": ["cadnet"], "runs": {}}, ["variants.methods", "cadnet", "also in another study"]),
     ({"datasets": ["physics"], "methods": ["rw"], "runs": {}}, ["variants.datasets", "physics", "not in datasets"]),
-    ({"datasets": ["cora"], "methods": ["gcn"], "runs": {}}, ["variants.methods", "gcn", "rw"]),
+    ({"datasets": ["cora"], "methods": ["gcnn"], "runs": {}}, ["variants.methods", "gcnn", "rw"]),
     ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": 0}}, ["variants.runs.cora", "an integer in [1, 10000]"]),
     ({"datasets": ["cora"], "methods": ["rw"], "runs": 5}, ["variants.runs", "map a dataset"]),
     ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["variants", "datasets, methods, runs"]),

@@ -164,7 +164,7 @@ def test_other_method_is_separate(cora_workdir):
     assert not (cora_workdir / "reports/eval/cora/cadnet.json").exists()
 
 
-@pytest.mark.parametrize("argv, fragment", [(["coraa"], "coraa"), (["cora", "gcn"], "gcn"), ([], "usage")])
+@pytest.mark.parametrize("argv, fragment", [(["coraa"], "coraa"), (["cora", "gcnn"], "gcnn"), ([], "usage")])
 def test_bad_arguments(cora_workdir, argv, fragment):
     with pytest.raises(config.ConfigError, match=fragment):
         evaluate.main(argv)

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from pipeline import config
-from pipeline.methods import REGISTRY, TABLE3_ROWS
+from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS
 from pipeline.stats import PAPER_FILE
 
 PAPER = yaml.safe_load(PAPER_FILE.read_text())
@@ -22,12 +22,26 @@ def test_entry_is_complete(name):
     for key, value in entry.fixed.items():  # what it fixes is a valid value of a known key
         check, allowed = config.HPARAM_RULES[key]
         assert check(value), (name, key, value, allowed)
-    assert {"transition", "propagation", "weighting"} <= set(entry.fixed)
-    assert set(entry.own_keys) <= set(config.METHOD_RULES)
+    if name in BASELINES:  # its network, and its settings its own
+        assert entry.fixed["baseline"] == name and entry.table_keys is not None and not entry.chunk_independent
+        assert {"lr", "weight_decay", "epochs", "early_stop_window"} <= set(entry.own_keys)
+    else:  # CAD-Net's network with AdaCAD's three parts set
+        assert {"transition", "propagation", "weighting"} <= set(entry.fixed) and entry.table_keys is None
+        assert set(entry.own_keys) <= set(config.METHOD_RULES)
+    assert set(entry.own_keys) <= set(config.HPARAM_RULES)
     table, row = entry.paper
     for dataset in ("citeseer", "cora", "pubmed"):  # every method has the paper's citation numbers
         mean, std = PAPER[table][row][dataset]
         assert 0 < mean < 100 and 0 < std < 10
+
+
+def test_a_seed_fingerprint_holds_the_entry_as_before_the_baselines():
+    """The fields added for the baselines act through the engine string and the hyperparameters
+    and stay out of the entry's repr (part of every seed's fingerprint): CAD-Net's seeds
+    trained before them stay valid."""
+    assert repr(REGISTRY["cadnet"]) == ("Method(name='cadnet', builder='pipeline.model:build_cadnet', fixed={"
+                                        "'transition': 'cad', 'propagation': 'steps', 'weighting': 'adaptive'}, "
+                                        "own_keys=(), paper=('table2', 'cadnet'), batched=True, label='CAD-Net (AdaCAD)')")
 
 
 def test_table3_rows_are_registry_methods_in_the_paper_order():
