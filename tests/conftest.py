@@ -115,13 +115,16 @@ def update_params(root: Path, **top_level: object) -> dict:
 
 
 def with_variants_in_selection(params: dict, **changes: object) -> dict:
-    """``params`` with ``changes``; the variants study keeps only the selected datasets (it
-    may only use datasets the pipeline downloads), unless ``changes`` sets it."""
+    """``params`` with ``changes``; the variants and baselines studies keep only the selected
+    datasets (they may only use datasets the pipeline downloads) and drop methods that
+    ``changes`` moves to the main study, unless ``changes`` sets them."""
     params = {**params, **changes}
-    if "variants" not in changes and "variants" in params:
-        variants = dict(params["variants"])
-        variants["datasets"] = [d for d in variants["datasets"] if d in params["datasets"]]
-        params["variants"] = variants
+    for study in ("variants", "baselines"):
+        if study not in changes and study in params:
+            spec = dict(params[study])
+            spec["datasets"] = [d for d in spec["datasets"] if d in params["datasets"]]
+            spec["methods"] = [m for m in spec["methods"] if m not in params.get("methods", [])]
+            params[study] = spec
     return params
 
 
@@ -182,6 +185,6 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def cora_workdir(workdir: Path) -> Path:
     """workdir with params datasets [cora], methods [cadnet], runs 3, no variants, and three
     fake seeds."""
-    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, variants=NO_VARIANTS)
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, variants=NO_VARIANTS, baselines=NO_VARIANTS)
     write_fake_seeds(workdir)
     return workdir

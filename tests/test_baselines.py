@@ -98,7 +98,7 @@ def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
     """A vmapped baseline's dropout comes from its chunk's stream: the chunk size is part of the
     fingerprint and a lost seed is retrained with its whole block, identically."""
     update_params(workdir, datasets=["cora"], methods=["gcn"], runs=4, seed_chunk=2,
-                  variants={"datasets": [], "methods": [], "runs": {}})
+                  variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}})
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
     train.main(["cora", "gcn"])

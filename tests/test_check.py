@@ -10,7 +10,7 @@ from pipeline.paths import CHECKED_FILE
 
 
 def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values(workdir, capsys):
-    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=7, variants=NO_VARIANTS, device="cpu")
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=7, variants=NO_VARIANTS, baselines=NO_VARIANTS, device="cpu")
     check.main([])
     first = (workdir / CHECKED_FILE).read_text()
     err = capsys.readouterr().err
@@ -21,7 +21,7 @@ def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values
 
 
 def test_a_bad_row_of_an_unselected_dataset_fails_without_writing(workdir):
-    update_params(workdir, datasets=["cora"], methods=["cadnet"], variants=NO_VARIANTS)
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], variants=NO_VARIANTS, baselines=NO_VARIANTS)
     params = config.load_params()
     params["hparams"]["physics"]["K"] = 0
     import yaml

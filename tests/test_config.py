@@ -461,18 +461,20 @@ def test_runs_by_dataset_is_checked(workdir, runs_by_dataset, message):
 
 def test_runs_and_cells_of_both_studies(workdir):
     variants = {"datasets": ["cora", "pubmed"], "methods": ["rw", "cad"], "runs": {"pubmed": 20}}
+    baselines = {"datasets": ["cora"], "methods": ["gcn"], "runs": {"cora": 7}}
     loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants,
-                                       runs_by_dataset={}))
+                                       baselines=baselines, runs_by_dataset={}))
+    assert config.runs_for(loaded, "cora", "gcn") == 7
     assert config.runs_for(loaded, "pubmed", "rw") == 20
     assert config.runs_for(loaded, "cora", "rw") == 100  # not listed: the top-level runs
     assert config.runs_for(loaded, "pubmed", "cadnet") == 100  # the main study ignores variants.runs
     loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants,
-                                       runs_by_dataset={"pubmed": 30}))
+                                       baselines=baselines, runs_by_dataset={"pubmed": 30}))
     assert config.runs_for(loaded, "pubmed", "cadnet") == 30  # ... and uses runs_by_dataset
     assert config.runs_for(loaded, "cora", "cadnet") == 100
     assert config.runs_for(loaded, "pubmed", "rw") == 20
     assert config.cells(loaded) == [("cora", "cadnet"), ("pubmed", "cadnet"), ("cora", "rw"), ("cora", "cad"),
-                                    ("pubmed", "rw"), ("pubmed", "cad")]
+                                    ("pubmed", "rw"), ("pubmed", "cad"), ("cora", "gcn")]
 
 
 # -------------------------------------------------------------------------- numbers as users write them
@@ -512,7 +514,7 @@ def test_a_dataset_row_is_checked_even_while_a_global_override_replaces_it(workd
 
 
 def test_check_everything_covers_rows_of_unselected_datasets(workdir):
-    params = params_with(datasets=["cora"], methods=["cadnet"], variants={"datasets": [], "methods": [], "runs": {}})
+    params = params_with(datasets=["cora"], methods=["cadnet"], variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}})
     params["hparams"]["physics"]["normalize_features"] = 1
     loaded = load(workdir, params)
     config.hparams_for(loaded, "cora")  # the selected cell alone is fine

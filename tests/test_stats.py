@@ -181,3 +181,35 @@ def test_bad_params_fail_first(evaluated):
     with pytest.raises(ConfigError, match="datasets"):
         stats.main([])
     assert not (evaluated / "reports/metrics.json").exists()
+
+
+def test_table2_significance_and_claims_from_the_baselines_that_ran(evaluated):
+    """Two baselines on Cora: Table 2 in the paper's layout, Table B.6 against the better one
+    (paired by seed: the same p-value scipy gives on the paired accuracies), and the claims."""
+    from scipy.stats import ttest_rel
+
+    from conftest import FAKE_ACCS
+
+    update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "appnp"], "runs": {}})
+    gcn, appnp = (0.80, 0.81, 0.83), (0.82, 0.84, 0.83)
+    write_fake_seeds(evaluated, method="gcn", accs=gcn)
+    write_fake_seeds(evaluated, method="appnp", accs=appnp)
+    evaluate.main(["cora", "gcn"])
+    evaluate.main(["cora", "appnp"])
+    metrics, results = run_stats(evaluated)
+    assert metrics["cora"]["gcn"]["paper"] == {"mean": 81.3, "std": 0.7}
+    assert "| GCN | 81.33 ± 1.53 (3 seeds) / 81.3 ± 0.7 |" in results
+    assert "| Cheby | not run / 81.4 ± 0.5 |" in results
+    assert "| GDEN | not reproduced / 82.0 |" in results
+    expected_p = ttest_rel([100 * a for a in FAKE_ACCS], [100 * a for a in appnp]).pvalue
+    assert f"| cora | APPNP | 3 | {expected_p:.2e} |" in results  # APPNP (83.0) is the better baseline
+    assert "2.78e-36" in results  # the paper's p-value beside ours
+    assert "CAD-Net best of the 2 baselines run here: holds (CAD-Net 83.60, APPNP 83.00)" in results
+    assert "significantly better (paired t-test, p < 0.05): does not hold" in results
+
+
+def test_a_paper_cell_marked_oom_is_shown_as_such(evaluated):
+    paper = stats.load_paper()
+    assert paper["table2"]["cheb"]["cs"] == "OOM"
+    metrics = stats.method_metrics(__import__("pandas").DataFrame({"test_acc": [0.9, 0.91]}), "OOM")
+    assert metrics["paper"] == "OOM" and "diff" not in metrics

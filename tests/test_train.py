@@ -135,7 +135,7 @@ def test_batched_logit_dropout_is_what_gets_diffused():
 
 
 def _cora_workdir(workdir, **params):
-    update_params(workdir, datasets=["cora"], methods=["cadnet"], variants={"datasets": [], "methods": [], "runs": {}},
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}},
                   **params)
     graph_dir = workdir / "data/processed/cora"
     graph_dir.mkdir(parents=True, exist_ok=True)
@@ -263,7 +263,7 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
 
     monkeypatch.setitem(REGISTRY, "cadnet", dataclasses.replace(REGISTRY["cadnet"], batched=False))
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, engine="batched", n_jobs=1,
-                  variants={"datasets": [], "methods": [], "runs": {}})
+                  variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}})
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
     train.main(["cora", "cadnet"])
