@@ -111,7 +111,9 @@ def project(tmp_path_factory) -> Project:
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     params.update(datasets=["cora"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu",
-                  variants={"datasets": ["cora"], "methods": ["rw", "gat_rw"], "runs": {}})
+                  variants={"datasets": ["cora"], "methods": ["rw", "gat_rw"], "runs": {}},
+                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}})
+    params["method_hparams"]["gcn"]["epochs"] = 5
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
     proj = Project(root, _env(tmp, mirror))
@@ -134,19 +136,20 @@ def test_repro_writes_every_output(project):
     assert set(re.findall(r"Running stage '([^']+)'", out)) == {
         "check", "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot",
         "train_variant@cora-rw", "evaluate_variant@cora-rw", "train_variant@cora-gat_rw",
-        "evaluate_variant@cora-gat_rw",
+        "evaluate_variant@cora-gat_rw", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn",
     }, out[-3000:]
 
     # the stages' logs off a terminal: the plan first, then plain lines, no bar redraws
     log = project.repro.stdout + project.repro.stderr
     assert "\r" not in log and "\x1b[" not in log, log[-2000:]
     assert len(log) < 20_000, len(log)
-    assert "dvc repro will train 3 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
+    assert "dvc repro will train 4 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
     assert f"train cora/cadnet: {RUNS} seeds, 0 reused, {RUNS} to train" in log, log[-3000:]
     assert f"train cora/cadnet: {RUNS}/{RUNS} seeds (100%)" in log, log[-3000:]
 
     metrics = project.metrics()
-    assert list(metrics) == ["cora"] and list(metrics["cora"]) == ["cadnet", "rw", "gat_rw"]
+    assert list(metrics) == ["cora"] and list(metrics["cora"]) == ["cadnet", "rw", "gat_rw", "gcn"]
+    assert metrics["cora"]["gcn"]["paper"] == {"mean": 81.3, "std": 0.7}  # its Table 2 row
     acc = metrics["cora"]["cadnet"]["test_acc"]
     assert metrics["cora"]["cadnet"]["runs"] == RUNS
     assert 10.0 < acc["mean"] <= 100.0  # 7 classes: chance is ~14 %
@@ -159,6 +162,7 @@ def test_repro_writes_every_output(project):
     # the stand-in graph is checked against the paper's Cora statistics, and does not match
     assert re.search(r"\| cora \| 700 \| \d+ \| 30 \| 7 \| no \(paper: \[2708, 5278, 1433, 7\]\) \|", results), results
     assert "## Table 3" in results and "| GAT+RW |" in results
+    assert "## Table 2" in results and "## Table B.6" in results and "## The paper's claims, checked" in results
     assert (project.root / "reports/timing.md").exists()
 
     for name in (*FIGURES, "table3"):
