@@ -210,19 +210,48 @@ def profile_epoch(params: dict, device: torch.device, rows: int = 15) -> str:
     return prof.key_averages().table(sort_by=key, row_limit=rows)
 
 
-def measure_variants(dataset: str, params: dict, epochs: int, device: torch.device) -> list[dict]:
-    """Batched ms per seed-epoch of every registry method with CAD-Net's network, one chunk,
-    beside CAD-Net's in the same run (the ratio is what carries across machines)."""
+def measure_methods(dataset: str, params: dict, epochs: int, device: torch.device) -> list[dict]:
+    """Table B.8's measure for every registry method on one dataset, in one run: ms per epoch of
+    one seed (training step + eval pass) and ms per seed-epoch batched (one chunk), with the
+    ratios to APPNP's measured in the same run (only ratios carry across machines)."""
     graph = bench_graph(dataset, config.hparams_for(params, dataset))
     rows = []
-    for method in REGISTRY:
+    for method, entry in REGISTRY.items():
         hp = dict(config.hparams_for(params, dataset, method), early_stop_window=0, epochs=epochs)
-        S = chunk_size(graph, hp, params, RUNS)
-        train_chunk(graph, dict(hp, epochs=1), list(range(S)), device, method)  # warm-up (and GDC's matrix)
-        ms = train_chunk(graph, hp, list(range(S)), device, method)[0]["ms_per_seed_epoch"]
-        rows.append({"method": method, "ms": ms, "chunk": S})
-        print(f"{dataset}/{method}: {ms:.2f} ms/seed-epoch (chunk {S})", flush=True)
+        if not has_real_graph(dataset):
+            hp["split"] = "per_class"
+        train_seed(graph, dict(hp, epochs=1), 0, device, method)  # warm-up (and GDC's matrix)
+        single = train_seed(graph, hp, 0, device, method)["ms_per_seed_epoch"]
+        batched, S = None, None
+        if entry.batched:
+            S = chunk_size(graph, hp, params, RUNS)
+            train_chunk(graph, dict(hp, epochs=1), list(range(S)), device, method)
+            batched = train_chunk(graph, hp, list(range(S)), device, method)[0]["ms_per_seed_epoch"]
+        rows.append({"method": method, "single": single, "batched": batched, "chunk": S})
+        print(f"{dataset}/{method}: one seed {single:.2f} ms/epoch, batched "
+              f"{'-' if batched is None else f'{batched:.2f}'} ms/seed-epoch (chunk {S})", flush=True)
     return rows
+
+
+def methods_table(dataset: str, rows: list[dict]) -> list[str]:
+    paper = load_paper()["ms_per_epoch"]
+    appnp = next((r for r in rows if r["method"] == "appnp"), None)
+    lines = ["", f"Every method of the registry on {dataset} (Table B.8's measure), one run: ms per epoch of one",
+             "seed, ms per seed-epoch batched (one chunk), each over APPNP's in the same run, and the",
+             "paper's GTX 1080 Ti figure over its APPNP figure:", "",
+             "| method | one seed ms | / APPNP | batched ms / seed | / APPNP batched | chunk | paper ms | paper / APPNP |",
+             "|---|---|---|---|---|---|---|---|"]
+    paper_appnp = paper.get("appnp", {}).get(dataset)
+    for r in rows:
+        ratio = f"{r['single'] / appnp['single']:.2f}" if appnp else "-"
+        batched = "-" if r["batched"] is None else f"{r['batched']:.2f}"
+        batched_ratio = ("-" if r["batched"] is None or not appnp or appnp["batched"] is None
+                         else f"{r['batched'] / appnp['batched']:.2f}")
+        theirs = paper.get(r["method"], {}).get(dataset)
+        theirs_ratio = (f"{theirs / paper_appnp:.2f}" if isinstance(theirs, float) and paper_appnp else "-")
+        lines.append(f"| {r['method']} | {r['single']:.2f} | {ratio} | {batched} | {batched_ratio} | "
+                     f"{r['chunk'] or '-'} | {theirs if theirs is not None else '-'} | {theirs_ratio} |")
+    return lines
 
 
 def machine(device: torch.device) -> str:
@@ -266,12 +295,8 @@ def report(rows: list[dict], memory: dict, profile_text: str, device: torch.devi
         measured = f"{memory[name]:.2f} GiB" if name in memory else "- (synthetic)"
         lines.append(f"| {r['dataset']} | {r['chunk']} | {r['estimate_chunk_gb']:.2f} GiB | {measured} | "
                      f"{r['estimate_100_gb']:.2f} GiB |")
-    for dataset, variant_rows in variants.items():
-        cadnet_ms = next(r["ms"] for r in variant_rows if r["method"] == "cadnet")
-        lines += ["", f"Every method of the registry on {dataset}, batched engine, one chunk each (ms per seed-epoch,",
-                  "ratio to CAD-Net in the same run):", "",
-                  "| method | ms / seed-epoch | / cadnet | chunk |", "|---|---|---|---|"]
-        lines += [f"| {r['method']} | {r['ms']:.2f} | {r['ms'] / cadnet_ms:.2f} | {r['chunk']} |" for r in variant_rows]
+    for dataset, method_rows in variants.items():
+        lines += methods_table(dataset, method_rows)
     lines += ["", f"Profile of the batched engine on Cora: one chunk of 100 seeds, {PROFILE_EPOCHS} epochs (training step",
               "+ eval pass each), building the stacked model and sparse layouts included once:", "",
               "```", profile_text, "```", ""]
@@ -282,8 +307,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per measurement")
     parser.add_argument("--datasets", nargs="+", default=list(config.DATASETS))
-    parser.add_argument("--variants-on", nargs="*", default=["cora"],
-                        help="datasets on which to time every registry method (none: skip)")
+    parser.add_argument("--methods-on", nargs="*", default=["cora"],
+                        help="datasets on which to time every registry method, one seed and batched (none: skip)")
     parser.add_argument("--out", type=Path, default=Path("reports/bench.md"))
     args = parser.parse_args(argv)
     for name in args.datasets:
@@ -303,7 +328,7 @@ def main(argv: list[str]) -> None:
               if not r["dataset"].endswith("(synthetic)")}
     profile_text = profile_epoch(params, device) if has_real_graph("cora") and "cora" in args.datasets \
         else "(cora not benchmarked)"
-    variants = {d: measure_variants(d, params, args.epochs, device) for d in args.variants_on}
+    variants = {d: measure_methods(d, params, args.epochs, device) for d in args.methods_on}
     text = report(rows, memory, profile_text, device, args.epochs, variants)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -52,3 +52,12 @@ def test_estimate_uses_the_committed_per_seed_table_and_falls_back_to_cadnet(tmp
     assert "cora/cadnet" in plan.estimate("cora", "rw", 120, tmp_path)  # rw never ran: CAD-Net's figure
     assert "no measured figure for pubmed" in plan.estimate("pubmed", "cadnet", 10, tmp_path)
     assert plan.estimate("cora", "cadnet", 0, tmp_path) == "nothing to train"
+
+
+def test_a_stage_whose_stderr_is_not_a_terminal_prints_plain_lines(capsys):
+    """Under pytest's capture (as under DVC, or `> log`), stderr is no terminal."""
+    assert not progress.on_terminal()
+    bar = progress.outer(4, "train cora/cadnet", "seeds")
+    bar.update(4)
+    err = capsys.readouterr().err
+    assert isinstance(bar, progress.PlainLines) and "\r" not in err and "4/4 seeds (100%)" in err

@@ -286,3 +286,17 @@ def test_code_fingerprint_ignores_docstrings_and_comments_but_not_code(tmp_path)
         path.write_text(text)
         prints.append(train.code_fingerprint(path))
     assert prints[0] == prints[1] != prints[2]
+
+
+def test_a_corrupt_graph_file_is_one_line_naming_it_and_the_fix(workdir):
+    run_dir = _cora_workdir(workdir, runs=2, epochs=3)
+    train.main(["cora", "cadnet"])
+    before = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
+    graph_file = workdir / "data/processed/cora/graph.pt"
+    graph_file.write_bytes(graph_file.read_bytes()[:200])  # truncated
+    with pytest.raises(config.DataError) as info:
+        train.main(["cora", "cadnet"])
+    message = str(info.value)
+    assert "\n" not in message and "data/processed/cora/graph.pt" in message
+    assert "dvc repro --force preprocess@cora" in message
+    assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")} == before
