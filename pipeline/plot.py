@@ -9,6 +9,8 @@ paper's (the paper's band is only called the paper's result at its own settings)
   epoch (the paper's Fig. B.3), all seeds pooled and seed 0 alone;
 - ``<dataset>_loss.png``: training and validation loss over epochs, mean over seeds with the
   10-90% band;
+and, where the baselines study ran:
+- ``<dataset>_table2.png``: CAD-Net and each baseline, mean ± std beside the paper's (Table 2);
 and, where the variants study (Table 3) ran:
 - ``<dataset>_table3.png``: each aggregation's mean ± std beside the paper's (Table 3);
 - ``citeseer_val_loss_cadnet_vs_rw.png``: validation loss of CAD-Net and RW on CiteSeer over
@@ -28,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
-from pipeline.methods import REGISTRY, TABLE3_ROWS  # noqa: E402
+from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS  # noqa: E402
 from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, HISTORY_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import load_paper, paper_row  # noqa: E402
 
@@ -115,21 +117,31 @@ def loss_figure(dataset: str, method: str, changed: list[str]):
     return fig
 
 
-def table3_figure(dataset: str, methods: list[str], paper: dict):
-    """Each aggregation's mean ± std (ours) beside the paper's, Table 3's rows in order."""
+def comparison_figure(dataset: str, methods: list[str], paper: dict, title: str, paper_label: str):
+    """Each method's mean ± std (ours) beside the paper's, in the given (the paper's) order."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
+    handles = {}
     for k, method in enumerate(methods):
         acc = 100 * _read(EVAL_ROOT / dataset / f"{method}.csv")["test_acc"]
-        ours = ax.errorbar(k - 0.12, acc.mean(), yerr=acc.std(ddof=1) if len(acc) > 1 else 0, fmt="o",
-                           color="tab:blue", capsize=3)
+        handles["ours (mean ± std)"] = ax.errorbar(k - 0.12, acc.mean(), yerr=acc.std(ddof=1) if len(acc) > 1 else 0,
+                                                   fmt="o", color="tab:blue", capsize=3)
         row = paper_row(paper, dataset, method)
-        if row is not None:
-            theirs = ax.errorbar(k + 0.12, row[0], yerr=row[1], fmt="s", color="tab:gray", capsize=3)
+        if isinstance(row, list):  # not a cell the paper marks OOM
+            handles[paper_label] = ax.errorbar(k + 0.12, row[0], yerr=row[1], fmt="s", color="tab:gray", capsize=3)
     ax.set_xticks(range(len(methods)),
-                  ["AdaCAD" if m == DEFAULT_METHOD else REGISTRY[m].label for m in methods], rotation=30)
-    ax.legend([ours, theirs], ["ours (mean ± std)", "paper (Table 3)"], fontsize=8, loc="lower right")
-    ax.set(ylabel="test accuracy (%)", title=f"{dataset}: aggregation methods in the same CAD-Net")
+                  ["AdaCAD" if m == DEFAULT_METHOD and "Table 3" in paper_label else REGISTRY[m].label.split(" (")[0]
+                   for m in methods], rotation=30)
+    ax.legend(list(handles.values()), list(handles), fontsize=8, loc="lower right")
+    ax.set(ylabel="test accuracy (%)", title=f"{dataset}: {title}")
     return fig
+
+
+def table3_figure(dataset: str, methods: list[str], paper: dict):
+    return comparison_figure(dataset, methods, paper, "aggregation methods in the same CAD-Net", "paper (Table 3)")
+
+
+def table2_figure(dataset: str, methods: list[str], paper: dict):
+    return comparison_figure(dataset, methods, paper, "CAD-Net and the baselines", "paper (Table 2)")
 
 
 def validation_loss_figure(dataset: str, methods: list[str]):
@@ -164,6 +176,10 @@ def main(argv: list[str]) -> None:
     rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
     for dataset in variants["datasets"]:
         figures[f"{dataset}_table3"] = table3_figure(dataset, rows, paper)
+    baselines = params["baselines"]
+    for dataset in baselines["datasets"]:
+        rows = [m for m in BASELINES if m in baselines["methods"]] + [m for m in params["methods"] if m == DEFAULT_METHOD]
+        figures[f"{dataset}_table2"] = table2_figure(dataset, rows, paper)
     if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
         figures["citeseer_val_loss_cadnet_vs_rw"] = validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"])
     for name, fig in figures.items():

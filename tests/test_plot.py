@@ -110,3 +110,23 @@ def test_table3_figure_and_figure_b1_where_the_variants_ran(evaluated, monkeypat
     history = __import__("pandas").read_csv(evaluated / "data/eval/citeseer/rw_history.csv")
     expected = history.groupby("epoch")["val_loss"].mean().tolist()
     assert drawn["RW (mean over seeds)"] == pytest.approx(expected)
+
+
+def test_table2_figure_where_the_baselines_ran_with_the_papers_points(evaluated, monkeypatch):
+    """Baselines gcn and cheb on cora: one Table 2 figure, each method's mean beside the paper's."""
+    update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "cheb"], "runs": {}})
+    for method, accs in (("gcn", (0.80, 0.81, 0.82)), ("cheb", (0.79, 0.80, 0.81))):
+        write_fake_seeds(evaluated, method=method, accs=accs)
+        evaluate.main(["cora", method])
+    points = []
+    real_errorbar = plot.plt.Axes.errorbar
+
+    def recording(ax, x, y, *args, **kwargs):
+        points.append((round(float(x), 2), round(float(y), 2)))
+        return real_errorbar(ax, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(plot.plt.Axes, "errorbar", recording)
+    plot.main([])
+    assert_png(evaluated / "reports/figures/cora_table2.png")
+    # Table 2's order (Cheby, GCN, then CAD-Net): ours at k - 0.12, the paper's at k + 0.12
+    assert points == [(-0.12, 80.0), (0.12, 81.4), (0.88, 81.0), (1.12, 81.3), (1.88, 83.6), (2.12, 84.3)]
