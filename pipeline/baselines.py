@@ -89,11 +89,12 @@ class APPNPNet(torch.nn.Module):
 
 
 class SGC(torch.nn.Module):
-    """PyG benchmark/citation sgc.py: one SGConv (K propagation steps, then a linear map)."""
+    """PyG benchmark/citation sgc.py: one SGConv (K propagation steps, then a linear map),
+    cached as there: the propagated features do not depend on the weights."""
 
     def __init__(self, in_features, classes, hp):
         super().__init__()
-        self.conv = SGConv(in_features, classes, K=hp["K"])
+        self.conv = SGConv(in_features, classes, K=hp["K"], cached=True)
 
     def forward(self, x, edge_index, edge_weight=None):
         return self.conv(x, edge_index)
