@@ -40,20 +40,20 @@ TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", *STUDIES, "d
 # One rule per hyperparameter of CAD-Net's table: (check, description of the allowed values).
 # Every row of `hparams` has all of them; each has a global override of the same name.
 TABLE_RULES: dict[str, tuple[Any, str]] = {
-    "hidden": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "hidden": (lambda v: _is_int(v) and 1 <= v <= 65536, "an integer in [1, 65536]"),
     "leak_slope": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "p_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
     "dropout_sites": (
         lambda v: isinstance(v, list) and all(s in DROPOUT_SITES for s in v),
         f"a list drawn from {list(DROPOUT_SITES)}",
     ),
-    "K": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "K": (lambda v: _is_int(v) and 1 <= v <= 1000, "an integer in [1, 1000]"),
     "beta": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
     "direction": (lambda v: v in DIRECTIONS, f"one of {list(DIRECTIONS)}"),
     "self_loops": (lambda v: isinstance(v, bool), "true or false"),
     "normalize_features": (lambda v: v is False or v in NORMALIZATIONS,
                            f"false or one of {list(NORMALIZATIONS)}"),
-    "epochs": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "epochs": (lambda v: _is_int(v) and 1 <= v <= 100_000, "an integer in [1, 100000]"),
     "lr": (lambda v: _is_num(v) and 0 < v <= 10, "a number in (0, 10]"),
     "lr_drop_every": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: no drop)"),
     "lr_drop_factor": (lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]"),
@@ -61,8 +61,8 @@ TABLE_RULES: dict[str, tuple[Any, str]] = {
     "lambda_ent": (lambda v: _is_num(v) and 0 <= v <= 100, "a number in [0, 100]"),
     "early_stop_window": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: off)"),
     "split": (lambda v: v in SPLITS, f"one of {list(SPLITS)}"),
-    "train_per_class": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "val_per_class": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "train_per_class": (lambda v: _is_int(v) and 1 <= v <= 100_000, "an integer in [1, 100000]"),
+    "val_per_class": (lambda v: _is_int(v) and 1 <= v <= 100_000, "an integer in [1, 100000]"),
 }
 # The parts of the aggregation (pipeline.model.AdaCAD), fixed by each method's registry entry,
 # and the methods' own hyperparameters (params.yaml `method_hparams`).

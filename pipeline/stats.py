@@ -76,11 +76,17 @@ def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float] | None) -
     return metrics
 
 
-def read_per_seed(dataset: str, method: str) -> pd.DataFrame:
+def read_per_seed(dataset: str, method: str, runs: int | None = None) -> pd.DataFrame:
+    """One cell's per-seed table; with ``runs``, it must hold seeds 0 .. runs-1 once each."""
     path = EVAL_ROOT / dataset / f"{method}.csv"
     if not path.exists():
         raise config.DataError(f"{path}: missing; run `dvc repro` for {dataset}/{method}")
-    return pd.read_csv(path)
+    table = pd.read_csv(path)
+    if runs is not None and sorted(table["seed"].tolist()) != list(range(runs)):
+        seeds = table["seed"]
+        raise config.DataError(f"{path}: holds {len(seeds)} rows of {seeds.nunique()} distinct seeds, not seeds "
+                               f"0-{runs - 1} once each; rerun `dvc repro` for {dataset}/{method}")
+    return table
 
 
 def collect(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -> dict:
@@ -313,7 +319,7 @@ def timing_markdown(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) ->
 def main(argv: list[str]) -> None:
     params = config.load_params()
     paper = load_paper()
-    tables = {(dataset, method): read_per_seed(dataset, method) for dataset, method in config.cells(params)}
+    tables = {(d, m): read_per_seed(d, m, config.runs_for(params, d, m)) for d, m in config.cells(params)}
     metrics = collect(tables, paper)
     markdown = results_markdown(metrics, params, paper, tables)  # checks every input before writing
     timing = timing_markdown(tables, paper)

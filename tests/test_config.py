@@ -54,11 +54,11 @@ BAD_TOP_LEVEL = [
     ("unknown-method", {"methods": ["cadnet", "gcnn"]}, "methods", ["cadnet", "cadnet_pull", "gcn"]),
     ("beta-1.5", {"beta": 1.5}, "beta", ["[0, 1]"]),
     ("beta-neg", {"beta": -0.1}, "beta", ["[0, 1]"]),
-    ("K-0", {"K": 0}, "K", ["an integer >= 1"]),
-    ("K-2.5", {"K": 2.5}, "K", ["an integer >= 1"]),
-    ("K-bool", {"K": True}, "K", ["an integer >= 1"]),
-    ("epochs-0", {"epochs": 0}, "epochs", ["an integer >= 1"]),
-    ("epochs-neg", {"epochs": -1}, "epochs", ["an integer >= 1"]),
+    ("K-0", {"K": 0}, "K", ["an integer in [1, 1000]"]),
+    ("K-2.5", {"K": 2.5}, "K", ["an integer in [1, 1000]"]),
+    ("K-bool", {"K": True}, "K", ["an integer in [1, 1000]"]),
+    ("epochs-0", {"epochs": 0}, "epochs", ["an integer in [1, 100000]"]),
+    ("epochs-neg", {"epochs": -1}, "epochs", ["an integer in [1, 100000]"]),
     ("lr-0", {"lr": 0}, "lr", ["a number in (0, 10]"]),
     ("lr-neg", {"lr": -0.01}, "lr", ["a number in (0, 10]"]),
     ("dropout-site", {"dropout_sites": ["input", "output"]}, "dropout_sites", ["input", "hidden", "logits"]),
@@ -122,10 +122,13 @@ def test_unknown_dataset_row_in_hparams_table(workdir):
 BAD_ROW = [
     ("beta-1.5", "beta", 1.5, "[0, 1]"),
     ("beta-neg", "beta", -0.1, "[0, 1]"),
-    ("K-0", "K", 0, "an integer >= 1"),
-    ("K-2.5", "K", 2.5, "an integer >= 1"),
-    ("epochs-0", "epochs", 0, "an integer >= 1"),
-    ("epochs-neg", "epochs", -1, "an integer >= 1"),
+    ("K-0", "K", 0, "an integer in [1, 1000]"),
+    ("K-2.5", "K", 2.5, "an integer in [1, 1000]"),
+    ("K-huge", "K", 10**6, "an integer in [1, 1000]"),
+    ("epochs-0", "epochs", 0, "an integer in [1, 100000]"),
+    ("epochs-neg", "epochs", -1, "an integer in [1, 100000]"),
+    ("epochs-huge", "epochs", 10**9, "an integer in [1, 100000]"),
+    ("hidden-huge", "hidden", 10**12, "an integer in [1, 65536]"),
     ("lr-0", "lr", 0, "a number in (0, 10]"),
     ("lr-neg", "lr", -0.01, "a number in (0, 10]"),
     ("dropout-site", "dropout_sites", ["input", "output"], "logits"),
@@ -511,7 +514,7 @@ def test_a_dataset_row_is_checked_even_while_a_global_override_replaces_it(workd
     params["hparams"]["cora"]["epochs"] = "abc"
     with pytest.raises(ConfigError) as info:
         config.hparams_for(load(workdir, params), "cora")
-    assert_one_line(info.value, "hparams.cora.epochs", "'abc'", "an integer >= 1")
+    assert_one_line(info.value, "hparams.cora.epochs", "'abc'", "an integer in [1, 100000]")
 
 
 def test_check_everything_covers_rows_of_unselected_datasets(workdir):

@@ -213,3 +213,15 @@ def test_a_paper_cell_marked_oom_is_shown_as_such(evaluated):
     assert paper["table2"]["cheb"]["cs"] == "OOM"
     metrics = stats.method_metrics(__import__("pandas").DataFrame({"test_acc": [0.9, 0.91]}), "OOM")
     assert metrics["paper"] == "OOM" and "diff" not in metrics
+
+
+@pytest.mark.parametrize("edit", ["duplicate", "drop"])
+def test_stats_refuses_an_incomplete_or_duplicated_seed_set(evaluated, edit):
+    path = evaluated / "reports/eval/cora/cadnet.csv"
+    lines = path.read_text().splitlines()
+    lines = lines + [lines[1]] if edit == "duplicate" else lines[:-1]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError) as info:
+        stats.main([])
+    assert "\n" not in str(info.value) and "cadnet.csv" in str(info.value) and "seeds 0-2 once each" in str(info.value)
+    assert not (evaluated / "reports/metrics.json").exists()
