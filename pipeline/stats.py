@@ -174,8 +174,9 @@ def table2_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
     """Table 2 in the paper's layout: one row per method, one column per selected dataset."""
     datasets = params["datasets"]
     lines = ["", "## Table 2: CAD-Net and the baselines", "",
-             "Ours (mean ± std; fewer than 100 seeds are labelled) / the paper's. `not run`: the method is not",
-             "in `methods`; GDEN has no public code, so only the paper's numbers are shown.", "",
+             "Ours (mean ± std; fewer than 100 seeds are labelled) / the paper's. `not run`: the baseline is not",
+             "selected for that dataset (params.yaml `baselines`); GDEN has no public code, so only the paper's",
+             "numbers are shown.", "",
              "| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
     for method in TABLE2_ROWS:
         cells = []
