@@ -41,7 +41,7 @@ from pipeline.paths import PROCESSED_ROOT
 from pipeline.preprocess import load_graph
 from pipeline.splits import per_class_split
 from pipeline.stats import load_paper
-from pipeline.train import chunk_size, make_optimizer, resolve_device, train_chunk, train_seed
+from pipeline.train import chunk_size, graph_sizes, make_optimizer, resolve_device, train_chunk, train_seed
 
 # Stored feature entries per node assumed for the synthetic stand-ins (their files are not here).
 ASSUMED_NNZ_PER_NODE = {"pubmed": 50, "computers": 260, "photo": 260, "cs": 50, "physics": 50}
@@ -140,7 +140,7 @@ def measure(dataset: str, params: dict, epochs: int, device: torch.device) -> di
     batched = train_chunk(graph, hp_short, list(range(S)), device)[0]["ms_per_seed_epoch"]
     appnp = time_appnp(graph, hp, epochs, device)
     chunks = math.ceil(RUNS / S)
-    sizes = sizes_of(graph, hp)
+    sizes = graph_sizes(graph, hp)
     return {
         "dataset": dataset + ("" if real else " (synthetic)"),
         "single_ms": single, "batched_ms": batched, "appnp_ms": appnp, "authors_ms": authors, "chunk": S,
@@ -154,13 +154,7 @@ def measure(dataset: str, params: dict, epochs: int, device: torch.device) -> di
     }
 
 
-def sizes_of(graph: dict, hp: dict) -> dict:
-    return dict(nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1),
-                features=graph["x"].size(1), feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"],
-                hidden=hp["hidden"], K=hp["K"])
-
-
-def _peak_rss_of_batch(dataset: str, seeds: int) -> tuple[float, float]:  # noqa: D401
+def _peak_rss_of_batch(dataset: str, seeds: int) -> tuple[float, float]:
     """In a fresh process: RSS after loading, and peak RSS over 2 epochs of a batch (GiB)."""
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     params = config.load_params()

@@ -39,8 +39,8 @@ def plan_lines(params: dict, device: str) -> list[str]:
     total, unknown = 0.0, 0
     for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
-        lines.append(f"  {dataset}/{method}: {runs} seeds, {plan.estimate(dataset, method, runs)}")
         measured = plan.measured_per_seed(dataset, method)
+        lines.append(f"  {dataset}/{method}: {runs} seeds, {plan.estimate(dataset, method, runs, measured=measured)}")
         if measured is None:
             unknown += 1
         else:

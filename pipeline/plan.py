@@ -33,11 +33,13 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT) ->
     return None
 
 
-def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT) -> str:
-    """``~12 min (at the committed run's 7.2 s per seed of cora/cadnet)``, or why there is none."""
+def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
+             measured: tuple[float, str] | None = None) -> str:
+    """``~12 min (at the committed run's 7.2 s per seed of cora/cadnet)``, or why there is none
+    (``measured``: :func:`measured_per_seed`'s answer, where the caller has it already)."""
     if seeds == 0:
         return "nothing to train"
-    measured = measured_per_seed(dataset, method, eval_root)
+    measured = measured or measured_per_seed(dataset, method, eval_root)
     if measured is None:
         return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
     per_seed, source = measured

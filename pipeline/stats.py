@@ -111,7 +111,7 @@ def _runs_label(m: dict) -> str:
     return "" if m["runs"] >= 100 else f" ({m['runs']} seeds)"
 
 
-def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict | None = None) -> str:
+def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict) -> str:
     """The reviewer's tables: ours beside the paper's, and the dataset statistics check."""
     lines = [
         "# CAD-Net reproduction: results",
@@ -146,8 +146,9 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict | No
         "(`method_hparams`: their own settings).",
     ]
     lines += table2_markdown(metrics, params, paper)
-    lines += significance_markdown(tables, metrics, params, paper)
-    lines += claims_markdown(metrics, tables, params)
+    compared = comparisons(tables, metrics, params)
+    lines += significance_markdown(compared, metrics, paper)
+    lines += claims_markdown(compared, metrics)
     lines += table3_markdown(metrics, params, paper)
     lines += [
         "",
@@ -211,18 +212,28 @@ def paired_test(ours: pd.DataFrame, theirs: pd.DataFrame) -> tuple[float, int]:
     return float(scipy_stats.ttest_rel(pairs["test_acc_a"], pairs["test_acc_b"]).pvalue), len(pairs)
 
 
-def significance_markdown(tables: dict | None, metrics: dict, params: dict, paper: dict) -> list[str]:
-    """Appendix B.6: CAD-Net against the second-best method, per dataset, beside the paper's."""
-    rows = []
+def comparisons(tables: dict, metrics: dict, params: dict) -> list[dict]:
+    """Per dataset where CAD-Net and a baseline ran: the second best by our means, and the
+    paired t-test of CAD-Net against it (Table B.6 and the claims both read these)."""
+    found = []
     for dataset in params["datasets"]:
         runner_up = second_best(metrics, dataset)
-        if tables is None or runner_up is None or "cadnet" not in metrics.get(dataset, {}):
+        if runner_up is None or "cadnet" not in metrics.get(dataset, {}):
             continue
         p_value, pairs = paired_test(tables[(dataset, "cadnet")], tables[(dataset, runner_up)])
+        found.append({"dataset": dataset, "runner_up": runner_up, "p_value": p_value, "pairs": pairs})
+    return found
+
+
+def significance_markdown(compared: list[dict], metrics: dict, paper: dict) -> list[str]:
+    """Appendix B.6: CAD-Net against the second-best method, per dataset, beside the paper's."""
+    rows = []
+    b6 = paper.get("tableB6", {})
+    for c in compared:
+        dataset, runner_up = c["dataset"], c["runner_up"]
         ours, theirs = metrics[dataset]["cadnet"]["test_acc"], metrics[dataset][runner_up]["test_acc"]
-        b6 = paper.get("tableB6", {})
         paper_ci = b6.get("bci_second_best", {}).get(dataset), b6.get("bci_cadnet", {}).get(dataset)
-        rows.append(f"| {dataset} | {REGISTRY[runner_up].label} | {pairs} | {p_value:.2e} | "
+        rows.append(f"| {dataset} | {REGISTRY[runner_up].label} | {c['pairs']} | {c['p_value']:.2e} | "
                     f"({theirs['ci95_low']:.2f}, {theirs['ci95_high']:.2f}) | ({ours['ci95_low']:.2f}, {ours['ci95_high']:.2f}) | "
                     f"{b6.get('p_value', {}).get(dataset, '-')} | {tuple(paper_ci[0]) if paper_ci[0] else '-'} | "
                     f"{tuple(paper_ci[1]) if paper_ci[1] else '-'} |")
@@ -236,24 +247,19 @@ def significance_markdown(tables: dict | None, metrics: dict, params: dict, pape
             "paper CI second best | paper CI CAD-Net |", "|---|---|---|---|---|---|---|---|---|", *rows]
 
 
-def claims_markdown(metrics: dict, tables: dict | None, params: dict) -> list[str]:
+def claims_markdown(compared: list[dict], metrics: dict) -> list[str]:
     """The paper's comparative claims, checked against our numbers where both sides ran."""
     lines = []
-    for dataset in params["datasets"]:
-        runner_up = second_best(metrics, dataset)
-        if runner_up is None or "cadnet" not in metrics.get(dataset, {}):
-            continue
+    for c in compared:
+        dataset, runner_up, p_value = c["dataset"], c["runner_up"], c["p_value"]
         ours = metrics[dataset]["cadnet"]["test_acc"]["mean"]
         theirs = metrics[dataset][runner_up]["test_acc"]["mean"]
         run = [m for m in BASELINES if m in metrics[dataset]]
         best = "holds" if ours > theirs else "does not hold"
-        line = (f"- **{dataset}**: CAD-Net best of the {len(run)} baselines run here: {best} "
-                f"(CAD-Net {ours:.2f}, {REGISTRY[runner_up].label} {theirs:.2f})")
-        if tables is not None:
-            p_value, _ = paired_test(tables[(dataset, "cadnet")], tables[(dataset, runner_up)])
-            significant = ours > theirs and p_value < 0.05
-            line += f"; significantly better (paired t-test, p < 0.05): {'holds' if significant else 'does not hold'} (p = {p_value:.2e})"
-        lines.append(line)
+        significant = ours > theirs and p_value < 0.05
+        lines.append(f"- **{dataset}**: CAD-Net best of the {len(run)} baselines run here: {best} "
+                     f"(CAD-Net {ours:.2f}, {REGISTRY[runner_up].label} {theirs:.2f}); significantly better "
+                     f"(paired t-test, p < 0.05): {'holds' if significant else 'does not hold'} (p = {p_value:.2e})")
     if not lines:
         return []
     return ["", "## The paper's claims, checked", "",

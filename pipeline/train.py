@@ -188,7 +188,6 @@ def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "c
     return train_chunk(graph, hp, [seed], device, method, batched=False)[0]
 
 
-
 # ---------------------------------------------------------------------------- bookkeeping
 
 
@@ -244,22 +243,20 @@ def seed_number(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def is_valid_seed_file(path: Path, seed: int, dataset: str, method: str, fingerprint: str) -> bool:
-    """The file holds seed ``seed`` of this dataset and method, made with this fingerprint
-    (a copied or renamed seed file is not counted as another seed)."""
+def read_seed(path: Path) -> dict | None:
+    """The record in a seed file, or None where it cannot be read (as good as missing)."""
     try:
         record = load_seed(path)
-    except Exception:  # an unreadable file is as good as missing
-        return False
-    return (isinstance(record, dict) and record.get("fingerprint") == fingerprint and record.get("seed") == seed
-            and record.get("dataset", dataset) == dataset and record.get("method", method) == method)
-
-
-def stored_fingerprint(path: Path) -> str:
-    try:
-        return str(load_seed(path).get("fingerprint", "unknown"))
     except Exception:
-        return "unreadable"
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def holds_seed(record: dict | None, seed: int, dataset: str, method: str, fingerprint: str) -> bool:
+    """The record is seed ``seed`` of this dataset and method, made with this fingerprint
+    (a copied or renamed seed file is not counted as another seed)."""
+    return (record is not None and record.get("fingerprint") == fingerprint and record.get("seed") == seed
+            and record.get("dataset", dataset) == dataset and record.get("method", method) == method)
 
 
 def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
@@ -273,18 +270,19 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
     for leftover in run_dir.glob(".*.tmp"):  # a write cut short: never a finished seed
         leftover.unlink()
     done = set()
-    for path in sorted(run_dir.iterdir()):
-        seed = seed_number(path)
-        if seed is not None and seed < runs and is_valid_seed_file(path, seed, dataset, method, fingerprint):
+    for path in sorted(p for p in run_dir.iterdir() if p.is_file()):
+        seed, record = seed_number(path), read_seed(path)
+        if seed is not None and seed < runs and holds_seed(record, seed, dataset, method, fingerprint):
             done.add(seed)
-        elif path.is_file():
-            set_aside = stash_dir / stored_fingerprint(path) / path.name
+        else:
+            owner = "unreadable" if record is None else str(record.get("fingerprint", "unknown"))
+            set_aside = stash_dir / owner / path.name
             set_aside.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(path, set_aside)
     stashed = stash_dir / fingerprint
     for seed in range(runs):
         kept = seed_file(stashed, seed)
-        if seed not in done and kept.exists() and is_valid_seed_file(kept, seed, dataset, method, fingerprint):
+        if seed not in done and kept.exists() and holds_seed(read_seed(kept), seed, dataset, method, fingerprint):
             shutil.move(kept, seed_file(run_dir, seed))
             done.add(seed)
     return [s for s in range(runs) if s not in done]
@@ -319,6 +317,13 @@ def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
     fits = max([s for s in range(1, limit + 1) if estimate_peak_bytes(**sizes, seeds=s) <= budget], default=1)
     chunks = -(-runs // fits)
     return -(-runs // chunks)
+
+
+def fixed_blocks(pending: list[int], size: int, runs: int) -> list[list[int]]:
+    """For a method whose batched seeds share their chunk's dropout stream: the fixed blocks of
+    seeds ``[k*size, (k+1)*size)`` that hold a pending seed, each trained whole, so that a
+    resumed run repeats exactly what a full run does (only the pending seeds are written)."""
+    return [list(range(k * size, min((k + 1) * size, runs))) for k in sorted({seed // size for seed in pending})]
 
 
 def check_memory(graph: dict, hp: dict, params: dict, where: str) -> None:
@@ -378,8 +383,8 @@ def main(argv: list[str]) -> None:
           f"({engine}, {how}, {device.type}); {plan.estimate(dataset, method, len(seeds))}", file=sys.stderr)
     if blocks:
         pending = set(seeds)
-        chunks = [list(range(k * size, min((k + 1) * size, runs))) for k in sorted({s // size for s in seeds})]
-        batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending] for chunk in chunks)
+        batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]
+                   for chunk in fixed_blocks(seeds, size, runs))
     elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
         batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
     else:
