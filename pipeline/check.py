@@ -40,6 +40,9 @@ def plan_lines(params: dict, device: str) -> list[str]:
     for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
         measured = plan.measured_per_seed(dataset, method)
+        if runs == 0:
+            lines.append(f"  {dataset}/{method}: not run (runs 0)")
+            continue
         lines.append(f"  {dataset}/{method}: {runs} seeds, {plan.estimate(dataset, method, runs, measured=measured)}")
         if measured is None:
             unknown += 1

@@ -206,7 +206,7 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
         if name in claimed:
             raise ConfigError(f"{study}.methods: {name!r} is also in another study; list each method in one study only")
         claimed.add(name)
-    spec["runs"] = _check_runs_by_dataset(f"{study}.runs", spec.get("runs"))
+    spec["runs"] = _check_study_runs(f"{study}.runs", spec.get("runs"), spec["methods"])
 
 
 def _check_runs_by_dataset(where: str, runs: Any) -> dict:
@@ -220,12 +220,33 @@ def _check_runs_by_dataset(where: str, runs: Any) -> dict:
     return runs
 
 
+def _check_study_runs(where: str, runs: Any, methods: list[str]) -> dict:
+    """A study's runs: dataset -> the number of runs of all its methods there, or dataset ->
+    {method: runs} for some of them (the others use `runs`), where 0 means the cell is not run
+    (it stays in the DVC matrix, trains nothing, and the tables say "not run")."""
+    runs = runs or {}
+    if not isinstance(runs, dict):
+        raise ConfigError(f"{where}: must map a dataset to its number of runs, or to {{method: runs}}")
+    for name, value in runs.items():
+        check_choice(where, name, DATASETS)
+        if not isinstance(value, dict):
+            _check_runs(f"{where}.{name}", value)
+            continue
+        for method, count in value.items():
+            check_choice(f"{where}.{name}", method, methods)
+            if not (_is_int(count) and 0 <= count <= MAX_RUNS):
+                raise ConfigError(f"{where}.{name}.{method}: got {count!r}; allowed values: "
+                                  f"an integer in [0, {MAX_RUNS}] (0: not run)")
+    return runs
+
+
 def runs_for(params: dict, dataset: str, method: str) -> int:
     """Seeds of one cell: `runs`, or where set, `runs_by_dataset.<dataset>` (main study) or
-    `<study>.runs.<dataset>` (a method of the variants or baselines study)."""
+    `<study>.runs.<dataset>[.<method>]` (a method of the variants or baselines study; 0: not run)."""
     for study in STUDIES:
         if method in params[study]["methods"]:
-            return params[study]["runs"].get(dataset, params["runs"])
+            value = params[study]["runs"].get(dataset, params["runs"])
+            return value.get(method, params["runs"]) if isinstance(value, dict) else value
     return params["runs_by_dataset"].get(dataset, params["runs"])
 
 
@@ -242,6 +263,11 @@ def cells(params: dict) -> list[tuple[str, str]]:
     """Every (dataset, method) pair that the selected studies train, in table order."""
     main = [(d, m) for d in params["datasets"] for m in params["methods"]]
     return main + [(d, m) for study in STUDIES for d in params[study]["datasets"] for m in params[study]["methods"]]
+
+
+def trained_cells(params: dict) -> list[tuple[str, str]]:
+    """The cells of :func:`cells` with at least one run: the ones the tables report."""
+    return [(d, m) for d, m in cells(params) if runs_for(params, d, m) > 0]
 
 
 def _check_hparam(where: str, key: str, value: Any) -> None:

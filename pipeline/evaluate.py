@@ -22,8 +22,10 @@ GAMMA_BINS = 50
 # trained together; one seed at a time, simply the epoch's wall time.
 PER_SEED_COLUMNS = [
     "seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run",
-    "ms_per_seed_epoch", "gamma_mean", "engine",
+    "ms_per_seed_epoch", "gamma_mean", "engine", "device",
 ]
+# seeds saved before records named their device were all trained on this project's CPU machines
+DEVICE_BEFORE_RECORDED = "cpu"
 
 
 def load_records(dataset: str, method: str, runs: int) -> list[dict]:
@@ -54,7 +56,8 @@ def load_records(dataset: str, method: str, runs: int) -> list[dict]:
 
 
 def per_seed_table(records: list[dict]) -> pd.DataFrame:
-    rows = [{**{k: r[k] for k in PER_SEED_COLUMNS if k in r}, "gamma_mean": float(r["gamma"].mean())} for r in records]
+    rows = [{**{k: r[k] for k in PER_SEED_COLUMNS if k in r}, "gamma_mean": float(r["gamma"].mean()),
+             "device": r.get("device", DEVICE_BEFORE_RECORDED)} for r in records]
     return pd.DataFrame(rows, columns=PER_SEED_COLUMNS)
 
 
@@ -104,10 +107,16 @@ def main(argv: list[str]) -> None:
     table = per_seed_table(records)
     out_dir = EVAL_ROOT / dataset
     out_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_dir / f"{method}.csv", index=False, float_format="%.6g")
-    gamma_histogram(records).to_csv(out_dir / f"{method}_gamma.csv", index=False, float_format="%.6g")
     history_dir = HISTORY_ROOT / dataset
     history_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / f"{method}.csv", index=False, float_format="%.6g")
+    if not records:  # runs 0: the cell is in the DVC matrix but not run; its outputs say so
+        for path in (out_dir / f"{method}_gamma.csv", history_dir / f"{method}_history.csv"):
+            path.write_text("")
+        (out_dir / f"{method}.json").write_text(json.dumps({"runs": 0}, indent=2) + "\n")
+        print(f"{dataset}/{method}: not run (runs 0)")
+        return
+    gamma_histogram(records).to_csv(out_dir / f"{method}_gamma.csv", index=False, float_format="%.6g")
     history_table(records).to_csv(history_dir / f"{method}_history.csv", index=False, float_format="%.6g")
     summary = summarize(table)
     (out_dir / f"{method}.json").write_text(json.dumps(summary, indent=2) + "\n")

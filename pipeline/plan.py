@@ -3,9 +3,9 @@
 The estimate is the committed run's own measurement of the same cell (``reports/eval/<dataset>/
 <method>.csv``: wall time per seed-epoch and epochs per seed) times the seeds to train; a cell
 never run borrows its dataset's CAD-Net figure. Those figures come from the machine that
-produced the committed run (reports/timing.md names it); a GPU is much faster on the large
-graphs, a slower laptop slower. Torch-free, so the check stage can print the whole plan
-quickly; the train stage repeats its own line with the seeds it actually reuses.
+produced the committed run (reports/timing.md names it; a figure measured on a GPU says so);
+a GPU is much faster on the large graphs, a slower laptop slower. Torch-free, so the check
+stage can print the whole plan quickly; the train stage repeats its own line with the seeds it actually reuses.
 """
 from __future__ import annotations
 
@@ -28,8 +28,10 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT) ->
             seconds = [float(r["ms_per_seed_epoch"]) * int(r["epochs_run"]) / 1000 for r in rows]
         except (KeyError, ValueError):
             continue
+        devices = sorted({r.get("device") or "cpu" for r in rows})
+        where = "" if devices == ["cpu"] else f" on {', '.join(devices)}"  # a GPU's figure is no CPU's
         if seconds:
-            return sum(seconds) / len(seconds), f"{dataset}/{source}"
+            return sum(seconds) / len(seconds), f"{dataset}/{source}{where}"
     return None
 
 

@@ -185,7 +185,7 @@ def main(argv: list[str]) -> None:
     for name, fig in figures.items():
         fig.savefig(FIGURES_ROOT / f"{name}.png", dpi=110, bbox_inches="tight")
         plt.close(fig)
-    write_plot_data(config.cells(params))
+    write_plot_data(config.trained_cells(params))
     print(f"wrote {len(figures)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
 
 

@@ -312,21 +312,22 @@ def timing_markdown(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) ->
         "one). The paper's: one seed on one GTX 1080 Ti (appendix B.8). Wall times depend on the",
         "machine and its load; compare ratios measured in one run (`python -m pipeline.bench`).",
         "",
-        "| dataset | method | engine | ms / seed-epoch (ours) | ms / epoch (paper GPU) |",
-        "|---|---|---|---|---|",
+        "| dataset | method | engine | device | ms / seed-epoch (ours) | ms / epoch (paper GPU) |",
+        "|---|---|---|---|---|---|",
     ]
     for (dataset, method), table in tables.items():
         paper_ms = paper["ms_per_epoch"].get(method, {}).get(dataset)
         engine = ", ".join(sorted(table["engine"].astype(str).unique()))
+        device = ", ".join(sorted(table.get("device", pd.Series(["cpu"])).astype(str).unique()))
         paper_text = "-" if paper_ms is None else (paper_ms if isinstance(paper_ms, str) else f"{paper_ms:.2f}")
-        lines.append(f"| {dataset} | {method} | {engine} | {table['ms_per_seed_epoch'].mean():.2f} | {paper_text} |")
+        lines.append(f"| {dataset} | {method} | {engine} | {device} | {table['ms_per_seed_epoch'].mean():.2f} | {paper_text} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> None:
     params = config.load_params()
     paper = load_paper()
-    tables = {(d, m): read_per_seed(d, m, config.runs_for(params, d, m)) for d, m in config.cells(params)}
+    tables = {(d, m): read_per_seed(d, m, config.runs_for(params, d, m)) for d, m in config.trained_cells(params)}
     metrics = collect(tables, paper)
     markdown = results_markdown(metrics, params, paper, tables)  # checks every input before writing
     timing = timing_markdown(tables, paper)

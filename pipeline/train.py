@@ -193,16 +193,22 @@ def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "c
 
 def code_fingerprint(path: Path, functions: tuple[str, ...] | None = None) -> str:
     """SHA-256 of a module's syntax tree (or of the named top-level functions only) without
-    docstrings: comments, docstrings and layout can change without making finished seeds stale."""
+    docstrings: comments, docstrings and layout can change without making finished seeds stale.
+    The dump is the same on Python 3.11, 3.12 and 3.13 (a GPU machine may run another Python
+    than the one that trained the committed seeds): 3.12 added empty ``type_params`` fields to
+    every function and class, and 3.13 leaves empty fields out unless asked."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
+        if getattr(node, "type_params", None) == []:
+            del node.type_params
     if functions is not None:
         tree.body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in functions]
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+    as_in_3_11 = {"show_empty": True} if sys.version_info >= (3, 13) else {}
+    return hashlib.sha256(ast.dump(tree, **as_in_3_11).encode()).hexdigest()
 
 
 def builder_modules(method: str) -> list[Path]:
@@ -347,6 +353,11 @@ def train_seeds(dataset: str, hp: dict, method: str, seeds: list[int], device: t
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
 
 
+def device_label(device: torch.device) -> str:
+    """``cpu`` or ``cuda (NVIDIA H200)``: stored with each seed, since its timings are that device's."""
+    return f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
+
+
 def is_out_of_memory(err: BaseException) -> bool:
     return isinstance(err, (MemoryError, torch.OutOfMemoryError)) or (
         isinstance(err, RuntimeError) and any(w in str(err) for w in ("not enough memory", "alloc")))
@@ -370,7 +381,7 @@ def main(argv: list[str]) -> None:
     graph = load_graph(dataset, root=PROCESSED_ROOT)
     split_masks(graph, hp, 0)
     check_memory(graph, hp, params, where)
-    size = chunk_size(graph, hp, params, runs) if engine == "batched" else 1
+    size = chunk_size(graph, hp, params, runs) if engine == "batched" and runs else 1
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
     blocks = engine == "batched" and not REGISTRY[method].chunk_independent
@@ -389,11 +400,12 @@ def main(argv: list[str]) -> None:
         batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
     else:
         batches = ([record] for record in train_seeds(dataset, hp, method, seeds, device, params.get("n_jobs", -1)))
+    trained_on = device_label(device)  # its timings are this device's
     bar = progress.outer(len(seeds), f"train {where}", "seeds")
     try:
         for batch in batches:
             for record in batch:
-                record.update(fingerprint=fingerprint, dataset=dataset, method=method)
+                record.update(fingerprint=fingerprint, dataset=dataset, method=method, device=trained_on)
                 save_torch(record, seed_file(run_dir, record["seed"]))
             bar.set_postfix(last_acc=f"{100 * batch[-1]['test_acc']:.1f}")
             bar.update(len(batch))

@@ -525,3 +525,32 @@ def test_check_everything_covers_rows_of_unselected_datasets(workdir):
     with pytest.raises(ConfigError) as info:
         config.check_everything(loaded)
     assert_one_line(info.value, "hparams.physics.normalize_features", "got 1")
+
+
+def test_a_study_may_set_runs_per_method_and_zero_leaves_a_cell_unrun(workdir):
+    """`baselines.runs.pubmed: {gat: 25, gdc: 0}`: GAT's cell has 25 seeds, GDC's is in the DVC
+    matrix but not run (not among the cells the tables report), other methods use `runs`."""
+    baselines = {"datasets": ["cora", "pubmed"], "methods": ["gcn", "gat", "gdc"],
+                 "runs": {"cora": 7, "pubmed": {"gat": 25, "gdc": 0}}}
+    loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, baselines=baselines,
+                                       variants={"datasets": [], "methods": [], "runs": {}}, runs_by_dataset={}))
+    assert [config.runs_for(loaded, "pubmed", m) for m in ("gcn", "gat", "gdc")] == [100, 25, 0]
+    assert [config.runs_for(loaded, "cora", m) for m in ("gcn", "gat", "gdc")] == [7, 7, 7]
+    assert ("pubmed", "gdc") in config.cells(loaded)
+    assert ("pubmed", "gdc") not in config.trained_cells(loaded)
+    assert len(config.trained_cells(loaded)) == len(config.cells(loaded)) - 1
+
+
+@pytest.mark.parametrize("runs, message", [
+    ({"pubmed": {"gcnn": 5}}, ["baselines.runs.pubmed", "gcnn", "gcn"]),
+    ({"pubmed": {"gat": -1}}, ["baselines.runs.pubmed.gat", "[0, 10000]"]),
+    ({"pubmed": {"gat": "25"}}, ["baselines.runs.pubmed.gat", "[0, 10000]"]),
+    ({"pubmed": 0}, ["baselines.runs.pubmed", "[1, 10000]"]),  # a whole column at 0: drop the dataset instead
+])
+def test_per_method_runs_of_a_study_are_checked(workdir, runs, message):
+    baselines = {"datasets": ["pubmed"], "methods": ["gcn", "gat"], "runs": runs}
+    write_params(workdir, params_with(datasets=["pubmed"], methods=["cadnet"], baselines=baselines,
+                                      variants={"datasets": [], "methods": [], "runs": {}}))
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, *message)

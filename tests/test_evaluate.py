@@ -169,3 +169,14 @@ def test_bad_arguments(cora_workdir, argv, fragment):
     with pytest.raises(config.ConfigError, match=fragment):
         evaluate.main(argv)
     assert not (cora_workdir / "reports").exists()
+
+
+def test_a_cell_with_zero_runs_writes_outputs_that_say_not_run(cora_workdir, capsys):
+    """A study cell set to 0 runs is still a DVC stage: its outputs exist and say runs 0."""
+    update_params(cora_workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": 0}}})
+    run(("cora", "rw"))
+    summary = json.loads((cora_workdir / "reports/eval/cora/rw.json").read_text())
+    assert summary == {"runs": 0}
+    assert (cora_workdir / "reports/eval/cora/rw.csv").read_text().startswith("seed,test_acc")
+    assert (cora_workdir / "data/eval/cora/rw_history.csv").exists()
+    assert "cora/rw: not run (runs 0)" in capsys.readouterr().out

@@ -61,3 +61,13 @@ def test_a_stage_whose_stderr_is_not_a_terminal_prints_plain_lines(capsys):
     bar.update(4)
     err = capsys.readouterr().err
     assert isinstance(bar, progress.PlainLines) and "\r" not in err and "4/4 seeds (100%)" in err
+
+
+def test_an_estimate_from_a_gpu_measured_table_says_so(tmp_path):
+    table = tmp_path / "physics"
+    table.mkdir()
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+                                      "0,0.9,100,10.0,cuda (NVIDIA H200)\n")
+    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet on cuda (NVIDIA H200))")
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n0,0.9,100,10.0,cpu\n")
+    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -300,3 +301,65 @@ def test_a_corrupt_graph_file_is_one_line_naming_it_and_the_fix(workdir):
     assert "\n" not in message and "data/processed/cora/graph.pt" in message
     assert "dvc repro --force preprocess@cora" in message
     assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")} == before
+
+
+def test_a_cell_set_to_zero_runs_trains_nothing_and_keeps_its_seeds_for_later(workdir):
+    """`variants.runs.cora: {rw: 0}` leaves the cell unrun: its finished seeds wait in the
+    stash and come back, untouched, when the runs come back."""
+    _cora_workdir(workdir, runs=2, epochs=3)
+    update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {}})
+    run_dir = workdir / "data/runs/cora/rw"
+    train.main(["cora", "rw"])
+    before = _records(run_dir)
+    update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": 0}}})
+    train.main(["cora", "rw"])
+    assert _records(run_dir) == {}
+    update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {}})
+    train.main(["cora", "rw"])
+    assert {k: r["test_acc"] for k, r in _records(run_dir).items()} == {k: r["test_acc"] for k, r in before.items()}
+
+
+def test_seed_records_name_the_device_that_trained_them(workdir):
+    run_dir = _cora_workdir(workdir, runs=1, epochs=2)
+    train.main(["cora", "cadnet"])
+    assert _records(run_dir)["seed_000.pt"]["device"] == "cpu"
+
+
+def _interpreters() -> list[str]:
+    """Python 3.11-3.13 interpreters on this machine (PATH or pyenv), one per version."""
+    import glob
+    import subprocess
+
+    found = {}
+    candidates = [shutil.which(f"python3.{v}") for v in (11, 12, 13)]
+    candidates += sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.1[123]*/bin/python3")))
+    for exe in filter(None, candidates):
+        try:
+            version = subprocess.run([exe, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                                     text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if version:
+            found.setdefault(version, exe)
+    return list(found.values())
+
+
+def test_code_fingerprint_is_the_same_on_python_3_11_to_3_13():
+    """A GPU machine may run another Python than the one that trained the committed seeds;
+    the same code must give the same fingerprint there (3.12 added empty type_params fields
+    to the syntax tree, 3.13 leaves empty fields out of ast.dump unless asked)."""
+    import ast
+    import subprocess
+
+    interpreters = _interpreters()
+    if len(interpreters) < 2:
+        pytest.skip("needs at least two of Python 3.11, 3.12, 3.13 on this machine")
+    source = Path(train.__file__).read_text()
+    function = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "code_fingerprint")
+    program = ("import ast, hashlib, sys\nfrom pathlib import Path\n"
+               + ast.get_source_segment(source, function) + "\nprint(code_fingerprint(Path(sys.argv[1]), None),"
+               " code_fingerprint(Path(sys.argv[2]), ('build_net', 'train_chunk')))\n")
+    program = program.replace("path: Path, functions: tuple[str, ...] | None = None", "path, functions=None")
+    prints = {subprocess.run([exe, "-c", program, str(Path(train.__file__).parent / "model.py"), train.__file__],
+                             capture_output=True, text=True, timeout=60, check=True).stdout for exe in interpreters}
+    assert len(prints) == 1, prints
