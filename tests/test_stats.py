@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_STD, update_params, write_data_stats, write_fake_seeds
@@ -48,7 +49,7 @@ def test_metrics_json(evaluated):
 def test_timing_report_is_separate(evaluated):
     run_stats(evaluated)
     timing = (evaluated / "reports/timing.md").read_text()
-    assert "| cora | cadnet | batched (chunk of 3) | 11.00 | 7.60 |" in timing  # fake seeds: 10, 11, 12 ms
+    assert "| cora | cadnet | batched (chunk of 3) | cpu (3 seeds) | 11.00 | 7.60 |" in timing  # fake seeds: 10, 11, 12 ms
 
 
 def test_confidence_interval(evaluated):
@@ -225,3 +226,14 @@ def test_stats_refuses_an_incomplete_or_duplicated_seed_set(evaluated, edit):
         stats.main([])
     assert "\n" not in str(info.value) and "cadnet.csv" in str(info.value) and "seeds 0-2 once each" in str(info.value)
     assert not (evaluated / "reports/metrics.json").exists()
+
+
+def test_timing_keeps_each_device_on_its_own_row():
+    """A cell trained partly on a CPU and partly on a GPU: two rows, each its own mean."""
+    table = pd.DataFrame({"seed": [0, 1, 2], "ms_per_seed_epoch": [100.0, 120.0, 4.0],
+                          "engine": ["batched (chunk of 2)"] * 2 + ["batched (chunk of 1)"],
+                          "device": ["cpu", "cpu", "cuda (NVIDIA H200)"]})
+    text = stats.timing_markdown({("photo", "cadnet"): table}, {"ms_per_epoch": {"cadnet": {"photo": 12.79}}})
+    rows = [line for line in text.splitlines() if line.startswith("| photo")]
+    assert rows == ["| photo | cadnet | batched (chunk of 2) | cpu (2 seeds) | 110.00 | 12.79 |",
+                    "| photo | cadnet | batched (chunk of 1) | cuda (NVIDIA H200) (1 seeds) | 4.00 | 12.79 |"]
