@@ -318,8 +318,7 @@ def timing_markdown(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) ->
     for (dataset, method), table in tables.items():
         paper_ms = paper["ms_per_epoch"].get(method, {}).get(dataset)
         paper_text = "-" if paper_ms is None else (paper_ms if isinstance(paper_ms, str) else f"{paper_ms:.2f}")
-        devices = table["device"].astype(str) if "device" in table else pd.Series("cpu", index=table.index)
-        for device, part in table.groupby(devices, sort=True):  # a CPU's and a GPU's times are not averaged
+        for device, part in table.groupby("device", sort=True):  # a CPU's and a GPU's times are not averaged
             engine = ", ".join(sorted(part["engine"].astype(str).unique()))
             lines.append(f"| {dataset} | {method} | {engine} | {device} ({len(part)} seeds) | "
                          f"{part['ms_per_seed_epoch'].mean():.2f} | {paper_text} |")

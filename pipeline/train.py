@@ -317,6 +317,8 @@ def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
     """Seeds per batched chunk: at most ``seed_chunk`` (``auto``: no limit), fewer where the
     estimated peak memory would pass ``memory_budget_gb``, evened out over the chunks needed.
     A seed's result does not depend on its chunk, so this is a matter of speed and memory only."""
+    if runs == 0:  # a cell set to 0 runs trains nothing; any size will do
+        return 1
     limit = runs if params.get("seed_chunk", "auto") == "auto" else min(params["seed_chunk"], runs)
     budget = params.get("memory_budget_gb", 6) * 2**30
     sizes = graph_sizes(graph, hp)
@@ -381,7 +383,7 @@ def main(argv: list[str]) -> None:
     graph = load_graph(dataset, root=PROCESSED_ROOT)
     split_masks(graph, hp, 0)
     check_memory(graph, hp, params, where)
-    size = chunk_size(graph, hp, params, runs) if engine == "batched" and runs else 1
+    size = chunk_size(graph, hp, params, runs) if engine == "batched" else 1
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
     blocks = engine == "batched" and not REGISTRY[method].chunk_independent

@@ -359,7 +359,10 @@ def test_code_fingerprint_is_the_same_on_python_3_11_to_3_13():
     program = ("import ast, hashlib, sys\nfrom pathlib import Path\n"
                + ast.get_source_segment(source, function) + "\nprint(code_fingerprint(Path(sys.argv[1]), None),"
                " code_fingerprint(Path(sys.argv[2]), ('build_net', 'train_chunk')))\n")
-    program = program.replace("path: Path, functions: tuple[str, ...] | None = None", "path, functions=None")
     prints = {subprocess.run([exe, "-c", program, str(Path(train.__file__).parent / "model.py"), train.__file__],
                              capture_output=True, text=True, timeout=60, check=True).stdout for exe in interpreters}
     assert len(prints) == 1, prints
+
+
+def test_chunk_size_of_a_cell_with_zero_runs_is_one():
+    assert train.chunk_size(synthetic_graph(), hparams(), {"seed_chunk": 25, "memory_budget_gb": 6}, 0) == 1
