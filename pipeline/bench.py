@@ -204,13 +204,16 @@ def profile_epoch(params: dict, device: torch.device, rows: int = 15) -> str:
     return prof.key_averages().table(sort_by=key, row_limit=rows)
 
 
-def measure_methods(dataset: str, params: dict, epochs: int, device: torch.device) -> list[dict]:
-    """Table B.8's measure for every registry method on one dataset, in one run: ms per epoch of
-    one seed (training step + eval pass) and ms per seed-epoch batched (one chunk), with the
-    ratios to APPNP's measured in the same run (only ratios carry across machines)."""
+def measure_methods(dataset: str, params: dict, epochs: int, device: torch.device,
+                    methods: list[str] | None = None) -> list[dict]:
+    """Table B.8's measure for ``methods`` (default: every registry method) on one dataset, in
+    one run: ms per epoch of one seed (training step + eval pass) and ms per seed-epoch batched
+    (one chunk), with the ratios to APPNP's measured in the same run (only ratios carry across
+    machines)."""
     graph = bench_graph(dataset, config.hparams_for(params, dataset))
     rows = []
-    for method, entry in REGISTRY.items():
+    for method in methods or list(REGISTRY):
+        entry = REGISTRY[method]
         hp = dict(config.hparams_for(params, dataset, method), early_stop_window=0, epochs=epochs)
         if not has_real_graph(dataset):
             hp["split"] = "per_class"
@@ -259,7 +262,7 @@ def machine(device: torch.device) -> str:
     return text
 
 
-def report(rows: list[dict], memory: dict, profile_text: str, device: torch.device, epochs: int,
+def report(rows: list[dict], memory: dict, profile_text: str | None, device: torch.device, epochs: int,
            variants: dict[str, list[dict]]) -> str:
     lines = [
         f"## {device.type.upper()}: {machine(device)}",
@@ -268,6 +271,21 @@ def report(rows: list[dict], memory: dict, profile_text: str, device: torch.devi
         f"step plus the eval-mode pass, median over {epochs} epochs after a warm-up; batched = the",
         "chunk's epoch time divided by its seeds. Wall times for 100 seeds are implied by those",
         "figures at the paper's epochs without early stopping (early stopping only shortens them).",
+    ]
+    if rows:
+        lines += engine_tables(rows, memory)
+    for dataset, method_rows in variants.items():
+        lines += methods_table(dataset, method_rows)
+    if profile_text is not None:
+        lines += ["", f"Profile of the batched engine on Cora: one chunk of 100 seeds, {PROFILE_EPOCHS} epochs (training step",
+                  "+ eval pass each), building the stacked model and sparse layouts included once:", "",
+                  "```", profile_text, "```"]
+    return "\n".join(lines + [""])
+
+
+def engine_tables(rows: list[dict], memory: dict) -> list[str]:
+    """CAD-Net's engines against APPNP and the authors' setup, and the chunk's peak memory."""
+    lines = [
         "",
         "| dataset | (a) single ms | (b) batched ms | (c) APPNP ms | (d) authors' setup ms | b/a | b/c | d/b | chunk "
         "| (a) 100 seeds | (b) 100 seeds | (c) 100 seeds | (d) 100 seeds |",
@@ -289,24 +307,24 @@ def report(rows: list[dict], memory: dict, profile_text: str, device: torch.devi
         measured = f"{memory[name]:.2f} GiB" if name in memory else "- (synthetic)"
         lines.append(f"| {r['dataset']} | {r['chunk']} | {r['estimate_chunk_gb']:.2f} GiB | {measured} | "
                      f"{r['estimate_100_gb']:.2f} GiB |")
-    for dataset, method_rows in variants.items():
-        lines += methods_table(dataset, method_rows)
-    lines += ["", f"Profile of the batched engine on Cora: one chunk of 100 seeds, {PROFILE_EPOCHS} epochs (training step",
-              "+ eval pass each), building the stacked model and sparse layouts included once:", "",
-              "```", profile_text, "```", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per measurement")
-    parser.add_argument("--datasets", nargs="+", default=list(config.DATASETS))
+    parser.add_argument("--datasets", nargs="*", default=list(config.DATASETS),
+                        help="datasets of the engines table (none: skip it)")
     parser.add_argument("--methods-on", nargs="*", default=["cora"],
                         help="datasets on which to time every registry method, one seed and batched (none: skip)")
+    parser.add_argument("--methods", nargs="+", default=list(REGISTRY),
+                        help="registry methods timed on the --methods-on datasets (default: all)")
     parser.add_argument("--out", type=Path, default=Path("reports/bench.md"))
     args = parser.parse_args(argv)
-    for name in args.datasets:
+    for name in args.datasets + args.methods_on:
         config.check_choice("datasets", name, config.DATASETS)
+    for name in args.methods:
+        config.check_choice("methods", name, tuple(REGISTRY))
     params = config.load_params()
     device = resolve_device(params.get("device", "auto"))
 
@@ -320,9 +338,8 @@ def main(argv: list[str]) -> None:
               f"(d/b {r['authors_ms'] / r['batched_ms']:.1f})", flush=True)
     memory = {r["dataset"]: measured_peak_gb(r["dataset"], r["chunk"], device) for r in rows
               if not r["dataset"].endswith("(synthetic)")}
-    profile_text = profile_epoch(params, device) if has_real_graph("cora") and "cora" in args.datasets \
-        else "(cora not benchmarked)"
-    variants = {d: measure_methods(d, params, args.epochs, device) for d in args.methods_on}
+    profile_text = profile_epoch(params, device) if has_real_graph("cora") and "cora" in args.datasets else None
+    variants = {d: measure_methods(d, params, args.epochs, device, args.methods) for d in args.methods_on}
     text = report(rows, memory, profile_text, device, args.epochs, variants)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

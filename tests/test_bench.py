@@ -45,3 +45,33 @@ def test_a_dataset_with_a_processed_graph_is_benchmarked_on_it(tmp_path, monkeyp
     save_torch(real, tmp_path / "photo" / "graph.pt")
     monkeypatch.setattr(bench, "load_graph", lambda d: torch.load(tmp_path / d / "graph.pt"))
     assert bench.has_real_graph("photo") and torch.equal(bench.bench_graph("photo", {})["y"], real["y"])
+
+
+def test_a_methods_only_report_has_no_engines_table():
+    variants = {"photo": [{"method": "appnp", "single": 10.0, "batched": 2.0, "chunk": 25},
+                          {"method": "gcn", "single": 5.0, "batched": 1.0, "chunk": 25}]}
+    text = bench.report([], {}, None, torch.device("cpu"), epochs=5, variants=variants)
+    assert "(a) single ms" not in text and "Profile" not in text
+    assert "| gcn | 5.00 | 0.50 | 1.00 | 0.50 | 25 |" in text
+
+
+def test_an_unknown_method_to_time_is_named(capsys):
+    import pytest
+
+    from pipeline import config
+
+    with pytest.raises(config.ConfigError, match="gcnn"):
+        bench.main(["--datasets", "--methods-on", "cora", "--methods", "appnp", "gcnn"])
+
+
+def test_methods_are_timed_as_asked(monkeypatch):
+    from test_batched import synthetic_graph
+
+    from pipeline import config
+
+    monkeypatch.setattr(bench, "bench_graph", lambda dataset, hp: synthetic_graph())
+    monkeypatch.setattr(bench, "has_real_graph", lambda dataset: True)
+    params = config.load_params()
+    rows = bench.measure_methods("cora", params, 1, torch.device("cpu"), ["gcn", "agnn"])
+    assert [r["method"] for r in rows] == ["gcn", "agnn"]
+    assert rows[0]["batched"] > 0 and rows[1]["batched"] is None  # AGNN runs seed by seed

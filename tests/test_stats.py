@@ -237,3 +237,21 @@ def test_timing_keeps_each_device_on_its_own_row():
     rows = [line for line in text.splitlines() if line.startswith("| photo")]
     assert rows == ["| photo | cadnet | batched (chunk of 2) | cpu (2 seeds) | 110.00 | 12.79 |",
                     "| photo | cadnet | batched (chunk of 1) | cuda (NVIDIA H200) (1 seeds) | 4.00 | 12.79 |"]
+
+
+def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_and_engine():
+    def table(ms, device, engine="batched (chunk of 2)"):
+        return pd.DataFrame({"seed": [0, 1], "ms_per_seed_epoch": ms, "engine": [engine] * 2, "device": [device] * 2})
+
+    paper = stats.load_paper()
+    lines = stats.time_claim_lines({("cora", "cadnet"): table([10.0, 14.0], "cpu"),
+                                    ("cora", "appnp"): table([20.0, 20.0], "cpu"),
+                                    ("photo", "cadnet"): table([40.0, 40.0], "cpu"),
+                                    ("photo", "appnp"): table([20.0, 20.0], "cpu"),
+                                    ("pubmed", "cadnet"): table([10.0, 10.0], "cpu"),
+                                    ("pubmed", "appnp"): table([2.0, 2.0], "cuda (NVIDIA H200)")}, paper)
+    assert lines[0] == ("- **cora**, time per epoch on cpu (batched): CAD-Net / APPNP = 0.60 (paper 1.11); "
+                        "on par or cheaper (at most 1.6x): holds")
+    assert lines[1].startswith("- **photo**, time per epoch on cpu (batched): CAD-Net / APPNP = 2.00 (paper 1.53)")
+    assert lines[1].endswith("does not hold")
+    assert lines[2].startswith("- **pubmed**, time per epoch: not comparable here")

@@ -277,6 +277,39 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
     assert records[2]["history"] == reference["history"] and records[2]["test_acc"] == reference["test_acc"]
 
 
+def _process_id(_):
+    import os
+
+    return os.getpid()
+
+
+def test_each_call_of_in_fresh_processes_gets_a_process_of_its_own():
+    """One worker, three calls: three processes (a reused worker would keep what leaked)."""
+    import os
+
+    ids = list(train.in_fresh_processes(_process_id, [(k,) for k in range(3)], workers=1))
+    assert len(set(ids)) == 3 and os.getpid() not in ids
+
+
+def test_graph_unet_seeds_on_cpu_train_in_fresh_processes_with_the_reference_results(workdir):
+    assert "graph_unet" in train.FRESH_PROCESS_PER_SEED
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, n_jobs=1,
+                  variants={"datasets": [], "methods": [], "runs": {}},
+                  baselines={"datasets": ["cora"], "methods": ["graph_unet"], "runs": {}},
+                  method_hparams={**config.load_params()["method_hparams"],
+                                  "graph_unet": {"hidden": 8, "depth": 2, "edge_drop": 0.2, "p_drop": 0.5,
+                                                 "lr": 0.01, "weight_decay": 1e-3, "epochs": 3,
+                                                 "early_stop_window": 0}})
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    train.main(["cora", "graph_unet"])
+    hp = config.hparams_for(config.load_params(), "cora", "graph_unet")
+    for seed in range(2):
+        record = torch.load(workdir / f"data/runs/cora/graph_unet/seed_{seed:03d}.pt", weights_only=False)
+        reference = train.train_seed(synthetic_graph(), hp, seed, "cpu", "graph_unet")
+        assert record["history"] == reference["history"] and record["test_acc"] == reference["test_acc"]
+
+
 def test_code_fingerprint_ignores_docstrings_and_comments_but_not_code(tmp_path):
     original = 'def f(x):\n    """Doubles."""\n    return 2 * x  # twice\n'
     reworded = 'def f(x):\n    """Twice x, as the paper says."""\n    # a comment\n    return 2 * x\n'
