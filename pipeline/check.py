@@ -39,7 +39,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
     total, unknown = 0.0, 0
     for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
-        measured = plan.measured_per_seed(dataset, method)
+        measured = plan.measured_per_seed(dataset, method, device=device)
         if runs == 0:
             lines.append(f"  {dataset}/{method}: not run (runs 0)")
             continue

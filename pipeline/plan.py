@@ -16,14 +16,19 @@ from pipeline.paths import EVAL_ROOT
 from pipeline.progress import duration
 
 
-def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT) -> tuple[float, str] | None:
-    """(seconds per seed, whose figure) from the committed per-seed table, or None."""
+def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT,
+                      device: str = "cpu") -> tuple[float, str] | None:
+    """(seconds per seed, whose figure) from the committed per-seed table, or None. Where its
+    seeds ran on several devices, only the seeds of ``device``'s kind (``cpu``, ``cuda``) count
+    when there are any: a CPU's and a GPU's times are not averaged."""
     for source in (method, "cadnet"):
         table = eval_root / dataset / f"{source}.csv"
         if not table.is_file():
             continue
         with open(table, newline="") as handle:
             rows = list(csv.DictReader(handle))
+        same_kind = [r for r in rows if (r.get("device") or "cpu").split(" ")[0] == device]
+        rows = same_kind or rows
         try:
             seconds = [float(r["ms_per_seed_epoch"]) * int(r["epochs_run"]) / 1000 for r in rows]
         except (KeyError, ValueError):
@@ -36,12 +41,12 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT) ->
 
 
 def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
-             measured: tuple[float, str] | None = None) -> str:
+             measured: tuple[float, str] | None = None, device: str = "cpu") -> str:
     """``~12 min (at the committed run's 7.2 s per seed of cora/cadnet)``, or why there is none
     (``measured``: :func:`measured_per_seed`'s answer, where the caller has it already)."""
     if seeds == 0:
         return "nothing to train"
-    measured = measured or measured_per_seed(dataset, method, eval_root)
+    measured = measured or measured_per_seed(dataset, method, eval_root, device)
     if measured is None:
         return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
     per_seed, source = measured

@@ -425,7 +425,7 @@ def main(argv: list[str]) -> None:
     run_dir = RUNS_ROOT / dataset / method
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     print(f"train {where}: {runs} seeds, {runs - len(seeds)} reused, {len(seeds)} to train "
-          f"({engine}, {how}, {device.type}); {plan.estimate(dataset, method, len(seeds))}", file=sys.stderr)
+          f"({engine}, {how}, {device.type}); {plan.estimate(dataset, method, len(seeds), device=device.type)}", file=sys.stderr)
     if blocks:
         pending = set(seeds)
         batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]

@@ -71,3 +71,16 @@ def test_an_estimate_from_a_gpu_measured_table_says_so(tmp_path):
     assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet on cuda (NVIDIA H200))")
     (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n0,0.9,100,10.0,cpu\n")
     assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet)")
+
+
+def test_an_estimate_uses_the_seeds_of_its_own_device_kind_where_there_are_any(tmp_path):
+    table = tmp_path / "photo"
+    table.mkdir()
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+                                      "0,0.9,100,100.0,cpu\n1,0.9,100,4.0,cuda (NVIDIA H200)\n")
+    assert plan.estimate("photo", "cadnet", 60, tmp_path) == "~10.0 min (at the committed run's 10.0 s per seed of photo/cadnet)"
+    assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").startswith("~24 s")
+    assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").endswith("on cuda (NVIDIA H200))")
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+                                      "0,0.9,100,4.0,cuda (NVIDIA H200)\n")
+    assert plan.estimate("photo", "cadnet", 60, tmp_path).startswith("~24 s")  # no CPU seeds: the GPU's figure
