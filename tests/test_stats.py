@@ -255,3 +255,24 @@ def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_and_en
     assert lines[1].startswith("- **photo**, time per epoch on cpu (batched): CAD-Net / APPNP = 2.00 (paper 1.53)")
     assert lines[1].endswith("does not hold")
     assert lines[2].startswith("- **pubmed**, time per epoch: not comparable here")
+
+
+def test_a_baseline_still_improving_at_its_last_epoch_is_flagged_in_table2_and_the_claims():
+    def cell(selected, ran):
+        return pd.DataFrame({"seed": range(len(ran)), "test_acc": [0.5 + 0.01 * k for k in range(len(ran))],
+                             "selected_epoch": selected, "epochs_run": ran})
+
+    paper = stats.load_paper()
+    tables = {("photo", "cadnet"): cell([100, 90, 100, 80], [100] * 4),  # half its seeds: not flagged
+              ("photo", "gcn"): cell([200, 200, 200, 199], [200, 200, 200, 199]),  # all: flagged
+              ("photo", "appnp"): cell([150, 120, 200, 200], [170, 140, 200, 200])}
+    metrics = stats.collect(tables, paper)
+    assert metrics["photo"]["gcn"]["last_epoch_share"] == 1.0 and metrics["photo"]["cadnet"]["last_epoch_share"] == 0.5
+    params = {"datasets": ["photo"]}
+    table2 = "\n".join(stats.table2_markdown(metrics, params, paper))
+    assert "| GCN | " in table2 and "(4 seeds) † / 88.9 ± 1.9" in table2
+    assert "(4 seeds) † /" not in table2.split("| APPNP |")[1].split("\n")[0]
+    assert "† still improving when its epochs ran out" in table2 and "photo/gcn (100% of its seeds)" in table2
+    compared = stats.comparisons(tables, metrics, params)
+    claims = "\n".join(stats.claims_markdown(compared, metrics))
+    assert "not final: GCN still improving at the last epoch (†)" in claims
