@@ -26,8 +26,6 @@ import os
 import platform
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import torch
@@ -41,7 +39,8 @@ from pipeline.paths import PROCESSED_ROOT
 from pipeline.preprocess import load_graph
 from pipeline.splits import per_class_split
 from pipeline.stats import load_paper
-from pipeline.train import chunk_size, graph_sizes, make_optimizer, resolve_device, train_chunk, train_seed
+from pipeline.train import (chunk_size, graph_sizes, in_fresh_processes, make_optimizer, resolve_device,
+                            train_chunk, train_seed)
 
 # Stored feature entries per node assumed for the synthetic stand-ins (their files are not here).
 ASSUMED_NNZ_PER_NODE = {"pubmed": 50, "computers": 260, "photo": 260, "cs": 50, "physics": 50}
@@ -185,8 +184,7 @@ def measured_peak_gb(dataset: str, seeds: int, device: torch.device) -> float:
         torch.cuda.reset_peak_memory_stats()
         train_chunk(graph, hp, list(range(seeds)), device)
         return torch.cuda.max_memory_allocated() / 2**30
-    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        base, peak = pool.submit(_peak_rss_of_batch, dataset, seeds).result()
+    base, peak = next(in_fresh_processes(_peak_rss_of_batch, [(dataset, seeds)], workers=1))
     return peak - base
 
 

@@ -194,6 +194,7 @@ def table2_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
              "selected for that dataset (params.yaml `baselines`); GDEN has no public code, so only the paper's",
              "numbers are shown.", "",
              "| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
+    flagged = []  # the cells marked †, for the footnote
     for method in TABLE2_ROWS:
         cells = []
         for dataset in datasets:
@@ -206,12 +207,13 @@ def table2_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
             elif m is None:
                 cells.append(f"not run / {theirs_text}")
             else:
-                mark = " †" if still_improving(m) else ""
+                mark = ""
+                if still_improving(m):
+                    mark = " †"
+                    flagged.append(f"{dataset}/{method} ({100 * m['last_epoch_share']:.0f}% of its seeds)")
                 cells.append(f"{_fmt_acc(m)}{_runs_label(m)}{mark} / {theirs_text}")
         label = "GDEN" if method == "gden" else REGISTRY[method].label
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    flagged = [f"{d}/{m} ({100 * v['last_epoch_share']:.0f}% of its seeds)" for d, entry in metrics.items()
-               for m, v in entry.items() if m in BASELINES and still_improving(v)]
     if flagged:
         lines += ["", f"† still improving when its epochs ran out: at least {100 * STILL_IMPROVING_SHARE:.0f}% of the "
                   "seeds had their lowest validation loss at their last epoch, so more epochs would move this cell "
