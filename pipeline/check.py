@@ -8,13 +8,20 @@ params.yaml as a file, not on chosen keys, so every edit is checked: a misspelle
 that no stage lists, or ``true`` turned into ``1`` (DVC compares param values with ``==``).
 Its output holds the same line whatever the values, so it never makes a later stage rerun:
 each of those reruns for the params it lists itself.
+
+It also writes each cell's number of seeds to ``data/seed_counts/<dataset>/<method>.txt``,
+the file that cell's train and evaluate stages depend on instead of the ``runs`` keys. DVC
+can only track a params subtree whole, and a cell's count is resolved from four of them
+(``runs``, ``runs_by_dataset``, ``variants.runs``, ``baselines.runs``), so as params deps
+``-S baselines.runs.photo.gat=25`` would rerun every cell's stages; as a file, only the
+cells whose count moved.
 """
 from __future__ import annotations
 
 import sys
 
 from pipeline import config, plan
-from pipeline.paths import CHECKED_FILE, PARAMS_FILE
+from pipeline.paths import CHECKED_FILE, PARAMS_FILE, seed_count_file
 from pipeline.progress import duration
 
 
@@ -58,6 +65,10 @@ def main(argv: list[str]) -> None:
     config.check_everything(params)
     device = resolve_device_name(params.get("device", "auto"))
     print("\n".join(plan_lines(params, device)), file=sys.stderr)
+    for dataset, method in config.cells(params):
+        counts = seed_count_file(dataset, method)
+        counts.parent.mkdir(parents=True, exist_ok=True)
+        counts.write_text(f"runs: {config.runs_for(params, dataset, method)}\n")
     CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)
     CHECKED_FILE.write_text(f"{PARAMS_FILE}: valid\n")
 

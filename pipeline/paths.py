@@ -7,6 +7,7 @@ from pathlib import Path
 
 PARAMS_FILE = Path("params.yaml")
 CHECKED_FILE = Path("data/params_checked.txt")  # check: written once params.yaml passed every check
+SEED_COUNTS_ROOT = Path("data/seed_counts")  # check: data/seed_counts/<dataset>/<method>.txt, one cell's seeds
 RAW_ROOT = Path("data/raw")  # download: data/raw/<dataset>/<upstream file name>
 PROCESSED_ROOT = Path("data/processed")  # preprocess: data/processed/<dataset>/graph.pt
 DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json
@@ -23,3 +24,7 @@ PLOT_DATA_ROOT = Path("reports/plots")  # plot: CSV data plots, drawn by `dvc pl
 
 def seed_file(run_dir: Path, seed: int) -> Path:
     return run_dir / f"seed_{seed:03d}.pt"
+
+
+def seed_count_file(dataset: str, method: str) -> Path:
+    return SEED_COUNTS_ROOT / dataset / f"{method}.txt"

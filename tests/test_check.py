@@ -6,7 +6,7 @@ import torch
 
 from conftest import NO_VARIANTS, update_params
 from pipeline import check, config
-from pipeline.paths import CHECKED_FILE
+from pipeline.paths import CHECKED_FILE, seed_count_file
 
 
 def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values(workdir, capsys):
@@ -18,6 +18,23 @@ def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values
     update_params(workdir, runs=9, beta=0.5)
     check.main([])
     assert (workdir / CHECKED_FILE).read_text() == first  # downstream stages see no change
+
+
+def test_each_cell_gets_its_own_seed_count_file(workdir):
+    """The files the train and evaluate stages depend on: one per cell, holding its resolved
+    count, so that a change to one cell's count changes that cell's file only."""
+    update_params(workdir, datasets=["cora", "citeseer"], methods=["cadnet"], runs=7, runs_by_dataset={"citeseer": 3},
+                  variants=NO_VARIANTS, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 0}}},
+                  device="cpu")
+    check.main([])
+    counts = {(d, m): (workdir / seed_count_file(d, m)).read_text()
+              for d, m in [("cora", "cadnet"), ("citeseer", "cadnet"), ("cora", "gcn"), ("cora", "gat")]}
+    assert counts == {("cora", "cadnet"): "runs: 7\n", ("citeseer", "cadnet"): "runs: 3\n",
+                      ("cora", "gcn"): "runs: 7\n", ("cora", "gat"): "runs: 0\n"}
+    update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 5}}})
+    check.main([])
+    assert (workdir / seed_count_file("cora", "gat")).read_text() == "runs: 5\n"
+    assert (workdir / seed_count_file("cora", "gcn")).read_text() == counts[("cora", "gcn")]
 
 
 def test_a_bad_row_of_an_unselected_dataset_fails_without_writing(workdir):

@@ -277,6 +277,26 @@ def test_param_dependencies_are_per_dataset(project):
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
+def test_one_cells_seed_count_reruns_only_that_cells_stages(project):
+    """`-S baselines.runs.cora.gcn=1` moves one cell's seed count: DVC reruns that cell's train
+    and evaluate stages and the aggregates, not every cell's (a params dep on the whole
+    `baselines.runs` subtree would rerun them all)."""
+    original = project.params
+    try:
+        edited = yaml.safe_load(yaml.safe_dump(original))
+        edited["baselines"]["runs"] = {"cora": {"gcn": 1}}
+        project.set_params(edited)
+        out = project.dvc("repro").stdout
+        ran = set(re.findall(r"Running stage '([^']+)'", out))
+        assert ran == {"check", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn", "stats", "plot"}, out
+        assert project.metrics()["cora"]["gcn"]["runs"] == 1
+    finally:
+        project.git("checkout", "--", "params.yaml")
+    log = project.dvc("repro").stderr
+    assert f"train cora/gcn: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
 def test_exp_run_global_override(project):
     before = {p.name: torch.load(p, weights_only=False) for p in project.seed_files()}
     old_metrics = project.metrics()
