@@ -24,8 +24,8 @@ METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
 SPLITS = ("public", "per_class")
-NORMALIZATIONS = ("clamped_sum", "sum")
-MAX_RUNS = 10_000  # seeds per cell: the paper runs 100; beyond this, a typo (1e12) more likely than intent  # pipeline.preprocess.normalize_rows
+NORMALIZATIONS = ("clamped_sum", "sum")  # pipeline.preprocess.normalize_rows
+MAX_RUNS = 10_000  # seeds per cell: the paper runs 100; beyond this, a typo (1e12) more likely than intent
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("batched", "single")
 TRANSITIONS = ("cad", "rw", "symna", "gat", "tf")
@@ -34,6 +34,9 @@ WEIGHTINGS = ("adaptive", "none")
 # Studies besides the main one (datasets x methods): each its own datasets, methods and runs,
 # trained by train_<study>@<dataset>-<method> stages (dvc.yaml).
 STUDIES = ("variants", "baselines")
+# the baselines' normalize_features: dataset -> the features' rule for every baseline there
+STUDY_KEYS = {"variants": ("datasets", "methods", "runs"),
+              "baselines": ("datasets", "methods", "runs", "normalize_features")}
 TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", *STUDIES, "device", "engine", "seed_chunk",
                   "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
 
@@ -188,12 +191,13 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
 
     A method belongs to one study only: each study's train stages write data/runs/<dataset>/
     <method>, and one folder cannot be the output of two stages."""
+    keys = STUDY_KEYS[study]
     spec = params.get(study)
     if spec is None:
-        params[study] = {"datasets": [], "methods": [], "runs": {}}
+        params[study] = {"datasets": [], "methods": [], "runs": {}, **({"normalize_features": {}} if study == "baselines" else {})}
         return
-    if not isinstance(spec, dict) or set(spec) - {"datasets", "methods", "runs"}:
-        raise ConfigError(f"{study}: must be a mapping with keys datasets, methods, runs")
+    if not isinstance(spec, dict) or set(spec) - set(keys):
+        raise ConfigError(f"{study}: must be a mapping with keys {', '.join(keys)}")
     for key in ("datasets", "methods"):
         if not isinstance(spec.get(key), list):
             raise ConfigError(f"{study}.{key}: must be a list")
@@ -207,6 +211,14 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
             raise ConfigError(f"{study}.methods: {name!r} is also in another study; list each method in one study only")
         claimed.add(name)
     spec["runs"] = _check_study_runs(f"{study}.runs", spec.get("runs"), spec["methods"])
+    if study == "baselines":
+        features = {} if spec.get("normalize_features") is None else spec["normalize_features"]
+        if not isinstance(features, dict):
+            raise ConfigError("baselines.normalize_features: must map a dataset to a feature normalisation rule")
+        for name, rule in features.items():
+            check_choice("baselines.normalize_features", name, DATASETS)
+            _check_hparam(f"baselines.normalize_features.{name}", "normalize_features", rule)
+        spec["normalize_features"] = features
 
 
 def _check_runs_by_dataset(where: str, runs: Any) -> dict:
@@ -306,6 +318,11 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
     entry = REGISTRY[method]
     if entry.table_keys is not None:  # a baseline: only the protocol comes from CAD-Net's table
         resolved = {k: resolved[k] for k in entry.table_keys}
+        # except the features where the baselines' own protocol reads them otherwise
+        # (Shchur et al. on Amazon/Coauthor: as read); the train stage renormalises them
+        features = ((params.get("baselines") or {}).get("normalize_features") or {})
+        if dataset in features and "normalize_features" in resolved:
+            resolved["normalize_features"] = features[dataset]
     resolved.update(entry.fixed)
     resolved.update(_own_hparams(params, dataset, method))
     for key in METHOD_RULES:

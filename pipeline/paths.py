@@ -10,6 +10,7 @@ CHECKED_FILE = Path("data/params_checked.txt")  # check: written once params.yam
 SEED_COUNTS_ROOT = Path("data/seed_counts")  # check: data/seed_counts/<dataset>/<method>.txt, one cell's seeds
 RAW_ROOT = Path("data/raw")  # download: data/raw/<dataset>/<upstream file name>
 PROCESSED_ROOT = Path("data/processed")  # preprocess: data/processed/<dataset>/graph.pt
+FEATURES_AS_READ = "features_as_read.pt"  # preprocess: beside graph.pt, the features before normalisation
 DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json
 RUNS_ROOT = Path("data/runs")  # train: data/runs/<dataset>/<method>/seed_NNN.pt
 STASH_ROOT = Path("data/stash")  # train: seeds of other settings, data/stash/<dataset>/<method>/<fingerprint>/

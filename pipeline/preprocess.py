@@ -5,10 +5,12 @@ then makes the graph undirected, free of duplicates and self-loops (raw files ha
 defects), adds self-loops back where the dataset's `self_loops` hyperparameter asks for them,
 row-normalises the features by the rule `normalize_features` names, and writes
 `data/processed/<dataset>/graph.pt` and `reports/data/<dataset>.json`. The stats (kept in git)
-let a reader check the graph against the table in SPEC.md without loading it.
+let a reader check the graph against the table in SPEC.md without loading it. Beside graph.pt
+it keeps the features as read (`features_as_read.pt`), for the cells that normalise them by
+another rule (the baselines under `baselines.normalize_features`).
 
-The module also holds :func:`load_graph`, which the train stage uses to read `graph.pt`
-(the splits live in :mod:`pipeline.splits`).
+The module also holds :func:`load_graph`, which the train stage uses to read `graph.pt`, and
+:func:`load_features_as_read` (the splits live in :mod:`pipeline.splits`).
 """
 from __future__ import annotations
 
@@ -150,8 +152,10 @@ def preprocess(
 ) -> dict:
     """Run the whole stage for one dataset; returns the stats it wrote."""
     hparams = config.hparams_for(config.load_params(), dataset)
-    graph, stats = build_graph(read_raw(dataset, raw_root), hparams)
+    data = read_raw(dataset, raw_root)
+    graph, stats = build_graph(data, hparams)
     save_torch(graph, out_root / dataset / "graph.pt")
+    save_torch(sparse_features(data.x, False), out_root / dataset / paths.FEATURES_AS_READ)
     write_atomic(stats_root / f"{dataset}.json", lambda p: p.write_text(json.dumps(stats, indent=2) + "\n"))
     return stats
 
@@ -172,6 +176,14 @@ def load_graph(dataset: str, root: Path | str = PROCESSED_ROOT) -> dict:
     except Exception as err:  # a truncated or overwritten file: say which, and how to rebuild it
         raise DataError(f"{path}: unreadable ({type(err).__name__}); rebuild it with "
                         f"`dvc repro --force preprocess@{dataset}`") from None
+
+
+def load_features_as_read(dataset: str, root: Path | str = PROCESSED_ROOT) -> Tensor:
+    """The features as read (sparse COO), before any row normalisation."""
+    path = Path(root) / dataset / paths.FEATURES_AS_READ
+    if not path.is_file():
+        raise DataError(f"{path}: features as read missing; rebuild them with `dvc repro --force preprocess@{dataset}`")
+    return torch.load(path, weights_only=True)
 
 
 # ---------------------------------------------------------------- command line

@@ -41,8 +41,8 @@ from pipeline.check import resolve_device_name
 from pipeline.batched import estimate_peak_bytes, masked_accuracy, masked_nll
 from pipeline.files import save_torch, sha256_of
 from pipeline.methods import REGISTRY
-from pipeline.paths import PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
-from pipeline.preprocess import load_graph
+from pipeline.paths import FEATURES_AS_READ, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
+from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
 from pipeline.splits import split_masks
 
 # The code a stored seed's numbers depend on (docstrings and comments aside: see
@@ -237,16 +237,39 @@ def builder_modules(method: str) -> list[Path]:
     return [package / f"{name}.py" for name in sorted(seen)]
 
 
-def run_fingerprint(dataset: str, method: str, hp: dict, engine: str) -> str:
+def run_fingerprint(dataset: str, method: str, hp: dict, engine: str, features_rule=None) -> str:
     """What a stored seed must match to be reused: hyperparameters, graph file, engine, the
-    method's registry entry and the code its numbers depend on."""
+    method's registry entry and the code its numbers depend on; for a cell that renormalises
+    its features (``features_rule`` not None), also the features as read and that code."""
     graph_file = PROCESSED_ROOT / dataset / "graph.pt"
     if not graph_file.exists():
         raise config.DataError(f"{graph_file}: not found; run `dvc repro preprocess@{dataset}` first")
     package = Path(__file__).parent
     code = [code_fingerprint(Path(__file__), LOOP_FUNCTIONS), code_fingerprint(package / "splits.py")]
     code += [code_fingerprint(path) for path in builder_modules(method)]
-    return config.fingerprint(dataset, method, hp, engine, sha256_of(graph_file), repr(REGISTRY[method]), code)
+    parts = [dataset, method, hp, engine, sha256_of(graph_file), repr(REGISTRY[method]), code]
+    if features_rule is not None:  # appended only here, so the other cells' fingerprints stay as they were
+        parts += [sha256_of(PROCESSED_ROOT / dataset / FEATURES_AS_READ),
+                  code_fingerprint(package / "preprocess.py", ("normalize_rows", "sparse_features"))]
+    return config.fingerprint(*parts)
+
+
+def features_rule(params: dict, dataset: str, hp: dict):
+    """The rule a cell normalises its features by, where it is not the one graph.pt was written
+    with (a baseline under ``baselines.normalize_features``); None: graph.pt's features as they are."""
+    if "normalize_features" not in hp:
+        return None
+    written_with = config.hparams_for(params, dataset)["normalize_features"]
+    return None if hp["normalize_features"] == written_with else hp["normalize_features"]
+
+
+def load_cell_graph(dataset: str, rule=None) -> dict:
+    """The graph a cell trains on: graph.pt, with the features as read normalised by ``rule``
+    where :func:`features_rule` gives one."""
+    graph = load_graph(dataset, root=PROCESSED_ROOT)
+    if rule is not None:
+        graph["x"] = sparse_features(load_features_as_read(dataset, PROCESSED_ROOT), rule)
+    return graph
 
 
 def load_seed(path: Path) -> dict:
@@ -304,14 +327,14 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
 
 
 @functools.lru_cache(maxsize=1)
-def _graph_in_worker(dataset: str) -> dict:
+def _graph_in_worker(dataset: str, rule) -> dict:
     """Each joblib worker loads the graph once instead of receiving a pickled copy per seed."""
     torch.set_num_threads(1)
-    return load_graph(dataset, root=PROCESSED_ROOT)
+    return load_cell_graph(dataset, rule)
 
 
-def _train_seed_in_worker(dataset: str, hp: dict, method: str, seed: int) -> dict:
-    return train_seed(_graph_in_worker(dataset), hp, seed, "cpu", method)
+def _train_seed_in_worker(dataset: str, rule, hp: dict, method: str, seed: int) -> dict:
+    return train_seed(_graph_in_worker(dataset, rule), hp, seed, "cpu", method)
 
 
 def graph_sizes(graph: dict, hp: dict) -> dict:
@@ -353,19 +376,19 @@ def check_memory(graph: dict, hp: dict, params: dict, where: str) -> None:
             f"({one_seed / 2**30:.3g} GB with hidden={hp.get('hidden')}, K={hp.get('K')}); raise it or lower those")
 
 
-def train_seeds(dataset: str, hp: dict, method: str, seeds: list[int], device: torch.device, n_jobs: int):
+def train_seeds(dataset: str, rule, hp: dict, method: str, seeds: list[int], device: torch.device, n_jobs: int):
     """Yield seed records as they finish: joblib processes on CPU (a fresh process per seed for
     the methods of ``FRESH_PROCESS_PER_SEED``), one after another on CUDA."""
     if device.type == "cpu" and method in FRESH_PROCESS_PER_SEED:
-        yield from in_fresh_processes(_train_seed_in_worker, [(dataset, hp, method, s) for s in seeds],
+        yield from in_fresh_processes(_train_seed_in_worker, [(dataset, rule, hp, method, s) for s in seeds],
                                       effective_n_jobs(n_jobs))
         return
     if device.type == "cuda" or n_jobs == 1 or len(seeds) == 1:
-        graph = load_graph(dataset, root=PROCESSED_ROOT)
+        graph = load_cell_graph(dataset, rule)
         for seed in seeds:
             yield train_seed(graph, hp, seed, device, method)
         return
-    jobs = (delayed(_train_seed_in_worker)(dataset, hp, method, seed) for seed in seeds)
+    jobs = (delayed(_train_seed_in_worker)(dataset, rule, hp, method, seed) for seed in seeds)
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
 
 
@@ -412,14 +435,15 @@ def main(argv: list[str]) -> None:
         engine = "single"
 
     # every check that can fail comes before any seed file is touched
-    graph = load_graph(dataset, root=PROCESSED_ROOT)
+    rule = features_rule(params, dataset, hp)
+    graph = load_cell_graph(dataset, rule)
     split_masks(graph, hp, 0)
     check_memory(graph, hp, params, where)
     size = chunk_size(graph, hp, params, runs) if engine == "batched" else 1
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
     blocks = engine == "batched" and not REGISTRY[method].chunk_independent
-    fingerprint = run_fingerprint(dataset, method, hp, f"batched, fixed chunks of {size}" if blocks else engine)
+    fingerprint = run_fingerprint(dataset, method, hp, f"batched, fixed chunks of {size}" if blocks else engine, rule)
 
     seeds = sync_seeds(dataset, method, runs, fingerprint)
     run_dir = RUNS_ROOT / dataset / method
@@ -433,7 +457,7 @@ def main(argv: list[str]) -> None:
     elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
         batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
     else:
-        batches = ([record] for record in train_seeds(dataset, hp, method, seeds, device, params.get("n_jobs", -1)))
+        batches = ([record] for record in train_seeds(dataset, rule, hp, method, seeds, device, params.get("n_jobs", -1)))
     trained_on = device_label(device)  # its timings are this device's
     bar = progress.outer(len(seeds), f"train {where}", "seeds")
     try:

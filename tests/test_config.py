@@ -554,3 +554,28 @@ def test_per_method_runs_of_a_study_are_checked(workdir, runs, message):
     with pytest.raises(ConfigError) as info:
         config.load_params()
     assert_one_line(info.value, *message)
+
+
+def test_baselines_normalize_features_applies_to_the_baselines_of_its_datasets_only(workdir):
+    """Shchur et al.'s features as read for the baselines on Photo: GCN there reads them so,
+    GCN on Cora and CAD-Net on Photo keep the table's rule."""
+    baselines = {"datasets": ["cora", "photo"], "methods": ["gcn"], "runs": {}, "normalize_features": {"photo": False}}
+    loaded = load(workdir, params_with(datasets=["cora", "photo"], methods=["cadnet"], baselines=baselines,
+                                       variants={"datasets": [], "methods": [], "runs": {}}))
+    assert config.hparams_for(loaded, "photo", "gcn")["normalize_features"] is False
+    assert config.hparams_for(loaded, "cora", "gcn")["normalize_features"] == "clamped_sum"
+    assert config.hparams_for(loaded, "photo", "cadnet")["normalize_features"] == "clamped_sum"
+
+
+@pytest.mark.parametrize("features, message", [
+    ({"photo": "l2"}, ["baselines.normalize_features.photo", "'l2'"]),
+    ({"fotos": False}, ["baselines.normalize_features", "fotos", "photo"]),
+    (False, ["baselines.normalize_features", "map a dataset"]),
+])
+def test_baselines_normalize_features_is_checked(workdir, features, message):
+    baselines = {"datasets": ["photo"], "methods": ["gcn"], "runs": {}, "normalize_features": features}
+    write_params(workdir, params_with(datasets=["photo"], methods=["cadnet"], baselines=baselines,
+                                      variants={"datasets": [], "methods": [], "runs": {}}))
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, *message)

@@ -199,6 +199,16 @@ def test_normalize_features_false_keeps_raw_features(workdir):
     assert torch.equal(row_sums(graph["x"]), torch.tensor([2.0, 1, 2, 1, 0]))
 
 
+def test_the_features_as_read_are_kept_beside_the_normalised_graph(workdir):
+    """features_as_read.pt (for baselines under `baselines.normalize_features`) holds the rows
+    as read, whatever rule graph.pt's features were normalised by."""
+    write_tiny_npz(workdir / "data/raw/computers" / pp.NPZ_FILES["computers"])
+    graph, _ = run_stage(workdir, "computers")
+    as_read = pp.load_features_as_read("computers")
+    assert torch.equal(row_sums(as_read), torch.tensor([2.0, 1, 2, 1, 0]))
+    assert torch.equal(pp.normalize_rows(as_read, "clamped_sum").to_dense(), graph["x"].to_dense())
+
+
 # ---------------------------------------------------------------- tiny planetoid
 
 

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from conftest import update_params
-from pipeline import config, train
+from pipeline import config, preprocess, train
 from pipeline.batched import BatchedCADNet, SeedStreams, dropout
 from pipeline.files import save_torch
+from pipeline.paths import FEATURES_AS_READ
 from pipeline.model import CADNet, CADNetConfig
 from test_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
 
@@ -399,3 +400,34 @@ def test_code_fingerprint_is_the_same_on_python_3_11_to_3_13():
 
 def test_chunk_size_of_a_cell_with_zero_runs_is_one():
     assert train.chunk_size(synthetic_graph(), hparams(), {"seed_chunk": 25, "memory_budget_gb": 6}, 0) == 1
+
+
+def test_a_baseline_under_baselines_normalize_features_trains_on_the_features_renormalised(workdir):
+    """`baselines.normalize_features.cora: false` (Shchur et al.'s protocol: the features as
+    read): the GCN cell's seed is the one trained on preprocess's features_as_read.pt, not on
+    graph.pt's row-normalised features; CAD-Net's cell on the same dataset keeps graph.pt's."""
+    counts = synthetic_graph()["x"].to_dense()
+    counts = (counts > 0).float() * torch.arange(1, FEATURES + 1).float()  # integer counts, rows summing well above 1
+    graph = {**synthetic_graph(), "x": counts.to_sparse().coalesce()}
+    normalised = {**graph, "x": preprocess.normalize_rows(graph["x"], "clamped_sum")}
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    save_torch(normalised, workdir / "data/processed/cora/graph.pt")
+    save_torch(graph["x"], workdir / "data/processed/cora" / FEATURES_AS_READ)
+    own = config.load_params()["method_hparams"]
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=1, variants={"datasets": [], "methods": [], "runs": {}},
+                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "normalize_features": {"cora": False}},
+                  method_hparams={**own, "gcn": {**own["gcn"], "epochs": 4, "hidden": 4}})
+    params = config.load_params()
+    gcn, cadnet = config.hparams_for(params, "cora", "gcn"), config.hparams_for(params, "cora", "cadnet")
+    assert gcn["normalize_features"] is False and cadnet["normalize_features"] == "clamped_sum"
+    assert train.features_rule(params, "cora", gcn) is False and train.features_rule(params, "cora", cadnet) is None
+    assert torch.equal(train.load_cell_graph("cora", False)["x"].to_dense(), counts)
+
+    train.main(["cora", "gcn"])
+    record = torch.load(workdir / "data/runs/cora/gcn/seed_000.pt", weights_only=False)
+    as_read = train.train_chunk(graph, gcn, [0], "cpu", "gcn")[0]
+    as_written = train.train_chunk(normalised, gcn, [0], "cpu", "gcn")[0]
+    assert record["history"]["train_loss"] == pytest.approx(as_read["history"]["train_loss"], rel=1e-6)
+    assert record["history"]["train_loss"] != pytest.approx(as_written["history"]["train_loss"], rel=1e-3)
+    # the features as read are part of what the seed must match, only where the cell uses them
+    assert train.run_fingerprint("cora", "gcn", gcn, "batched", False) != train.run_fingerprint("cora", "gcn", gcn, "batched")
