@@ -34,9 +34,11 @@ WEIGHTINGS = ("adaptive", "none")
 # Studies besides the main one (datasets x methods): each its own datasets, methods and runs,
 # trained by train_<study>@<dataset>-<method> stages (dvc.yaml).
 STUDIES = ("variants", "baselines")
-# the baselines' normalize_features: dataset -> the features' rule for every baseline there
 STUDY_KEYS = {"variants": ("datasets", "methods", "runs"),
-              "baselines": ("datasets", "methods", "runs", "normalize_features")}
+              "baselines": ("datasets", "methods", "runs", "protocol")}
+# baselines.protocol.<dataset>: how every baseline trains on that dataset, where the method's
+# own per-dataset keys (method_hparams.<method>.<dataset>) do not say otherwise
+BASELINE_PROTOCOL_KEYS = ("normalize_features", "epochs", "early_stop_window")
 TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", *STUDIES, "device", "engine", "seed_chunk",
                   "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
 
@@ -194,7 +196,7 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
     keys = STUDY_KEYS[study]
     spec = params.get(study)
     if spec is None:
-        params[study] = {"datasets": [], "methods": [], "runs": {}, **({"normalize_features": {}} if study == "baselines" else {})}
+        params[study] = {"datasets": [], "methods": [], "runs": {}, **({"protocol": {}} if study == "baselines" else {})}
         return
     if not isinstance(spec, dict) or set(spec) - set(keys):
         raise ConfigError(f"{study}: must be a mapping with keys {', '.join(keys)}")
@@ -212,13 +214,22 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
         claimed.add(name)
     spec["runs"] = _check_study_runs(f"{study}.runs", spec.get("runs"), spec["methods"])
     if study == "baselines":
-        features = {} if spec.get("normalize_features") is None else spec["normalize_features"]
-        if not isinstance(features, dict):
-            raise ConfigError("baselines.normalize_features: must map a dataset to a feature normalisation rule")
-        for name, rule in features.items():
-            check_choice("baselines.normalize_features", name, DATASETS)
-            _check_hparam(f"baselines.normalize_features.{name}", "normalize_features", rule)
-        spec["normalize_features"] = features
+        spec["protocol"] = _check_protocol(spec.get("protocol"))
+
+
+def _check_protocol(protocol: Any) -> dict:
+    """`baselines.protocol`: dataset -> {key: value} for keys of BASELINE_PROTOCOL_KEYS."""
+    protocol = {} if protocol is None else protocol
+    if not isinstance(protocol, dict):
+        raise ConfigError(f"baselines.protocol: must map a dataset to some of {', '.join(BASELINE_PROTOCOL_KEYS)}")
+    for name, values in protocol.items():
+        check_choice("baselines.protocol", name, DATASETS)
+        if not isinstance(values, dict):
+            raise ConfigError(f"baselines.protocol.{name}: must map some of {', '.join(BASELINE_PROTOCOL_KEYS)} to values")
+        for key, value in values.items():
+            check_choice(f"baselines.protocol.{name}", key, BASELINE_PROTOCOL_KEYS)
+            _check_hparam(f"baselines.protocol.{name}.{key}", key, value)
+    return protocol
 
 
 def _check_runs_by_dataset(where: str, runs: Any) -> dict:
@@ -318,21 +329,23 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
     entry = REGISTRY[method]
     if entry.table_keys is not None:  # a baseline: only the protocol comes from CAD-Net's table
         resolved = {k: resolved[k] for k in entry.table_keys}
-        # except the features where the baselines' own protocol reads them otherwise
-        # (Shchur et al. on Amazon/Coauthor: as read); the train stage renormalises them
-        features = ((params.get("baselines") or {}).get("normalize_features") or {})
-        if dataset in features and "normalize_features" in resolved:
-            resolved["normalize_features"] = features[dataset]
+        # and the baselines' own protocol on this dataset beats it (Shchur et al. on Amazon/
+        # Coauthor: features as read, which the train stage renormalises by this rule)
+        protocol = ((params.get("baselines") or {}).get("protocol") or {}).get(dataset) or {}
+        resolved.update({k: v for k, v in protocol.items() if k in resolved})
+    else:
+        protocol = {}
     resolved.update(entry.fixed)
-    resolved.update(_own_hparams(params, dataset, method))
+    resolved.update(_own_hparams(params, dataset, method, protocol))
     for key in METHOD_RULES:
         if key in resolved:
             _check_hparam(f"{method}.{key}", key, resolved[key])
     return resolved
 
 
-def _own_hparams(params: dict, dataset: str, method: str) -> dict:
-    """The method's own keys from `method_hparams.<method>` (per-dataset values win)."""
+def _own_hparams(params: dict, dataset: str, method: str, protocol: dict) -> dict:
+    """The method's own keys from `method_hparams.<method>`: per-dataset values win, then the
+    dataset's baseline ``protocol``, then the method's default."""
     allowed = REGISTRY[method].own_keys
     own = (params.get("method_hparams") or {}).get(method) or {}
     per_dataset = own.get(dataset) or {}
@@ -342,7 +355,7 @@ def _own_hparams(params: dict, dataset: str, method: str) -> dict:
                 raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(allowed) or 'none'}")
     values = {}
     for key in allowed:
-        value = per_dataset.get(key, own.get(key))
+        value = per_dataset.get(key, protocol.get(key, own.get(key)))
         if value is None:
             raise ConfigError(f"method_hparams.{method}.{key}: missing")
         _check_hparam(f"method_hparams.{method}.{key}", key, value)

@@ -556,24 +556,36 @@ def test_per_method_runs_of_a_study_are_checked(workdir, runs, message):
     assert_one_line(info.value, *message)
 
 
-def test_baselines_normalize_features_applies_to_the_baselines_of_its_datasets_only(workdir):
-    """Shchur et al.'s features as read for the baselines on Photo: GCN there reads them so,
-    GCN on Cora and CAD-Net on Photo keep the table's rule."""
-    baselines = {"datasets": ["cora", "photo"], "methods": ["gcn"], "runs": {}, "normalize_features": {"photo": False}}
-    loaded = load(workdir, params_with(datasets=["cora", "photo"], methods=["cadnet"], baselines=baselines,
-                                       variants={"datasets": [], "methods": [], "runs": {}}))
-    assert config.hparams_for(loaded, "photo", "gcn")["normalize_features"] is False
-    assert config.hparams_for(loaded, "cora", "gcn")["normalize_features"] == "clamped_sum"
-    assert config.hparams_for(loaded, "photo", "cadnet")["normalize_features"] == "clamped_sum"
+def test_a_baselines_protocol_applies_to_the_baselines_of_its_dataset_below_their_own_per_dataset_keys(workdir):
+    """Shchur et al.'s protocol for the baselines on Photo (features as read, 1000 epochs, window
+    50): GCN there trains so, except where method_hparams.<method>.photo says otherwise; GCN on
+    Cora and CAD-Net on Photo keep their settings."""
+    baselines = {"datasets": ["cora", "photo"], "methods": ["gcn", "gat"], "runs": {},
+                 "protocol": {"photo": {"normalize_features": False, "epochs": 1000, "early_stop_window": 50}}}
+    params = params_with(datasets=["cora", "photo"], methods=["cadnet"], baselines=baselines,
+                         variants={"datasets": [], "methods": [], "runs": {}})
+    params["method_hparams"]["gat"]["photo"] = {"lr": 0.01, "early_stop_window": 100}
+    loaded = load(workdir, params)
+    gcn = config.hparams_for(loaded, "photo", "gcn")
+    assert (gcn["normalize_features"], gcn["epochs"], gcn["early_stop_window"]) == (False, 1000, 50)
+    gat = config.hparams_for(loaded, "photo", "gat")
+    assert (gat["normalize_features"], gat["epochs"], gat["early_stop_window"]) == (False, 1000, 100)
+    cora = config.hparams_for(loaded, "cora", "gcn")
+    assert (cora["normalize_features"], cora["epochs"], cora["early_stop_window"]) == ("clamped_sum", 200, 10)
+    cadnet = config.hparams_for(loaded, "photo", "cadnet")
+    assert (cadnet["normalize_features"], cadnet["epochs"]) == ("clamped_sum", loaded["hparams"]["photo"]["epochs"])
 
 
-@pytest.mark.parametrize("features, message", [
-    ({"photo": "l2"}, ["baselines.normalize_features.photo", "'l2'"]),
-    ({"fotos": False}, ["baselines.normalize_features", "fotos", "photo"]),
-    (False, ["baselines.normalize_features", "map a dataset"]),
+@pytest.mark.parametrize("protocol, message", [
+    ({"photo": {"normalize_features": "l2"}}, ["baselines.protocol.photo.normalize_features", "'l2'"]),
+    ({"photo": {"epochs": 0}}, ["baselines.protocol.photo.epochs", "got 0"]),
+    ({"photo": {"lr": 0.1}}, ["baselines.protocol.photo", "lr", "early_stop_window"]),
+    ({"fotos": {"epochs": 10}}, ["baselines.protocol", "fotos", "photo"]),
+    ({"photo": False}, ["baselines.protocol.photo", "must map"]),
+    (False, ["baselines.protocol", "map a dataset"]),
 ])
-def test_baselines_normalize_features_is_checked(workdir, features, message):
-    baselines = {"datasets": ["photo"], "methods": ["gcn"], "runs": {}, "normalize_features": features}
+def test_a_baselines_protocol_is_checked(workdir, protocol, message):
+    baselines = {"datasets": ["photo"], "methods": ["gcn"], "runs": {}, "protocol": protocol}
     write_params(workdir, params_with(datasets=["photo"], methods=["cadnet"], baselines=baselines,
                                       variants={"datasets": [], "methods": [], "runs": {}}))
     with pytest.raises(ConfigError) as info:

@@ -112,7 +112,7 @@ def project(tmp_path_factory) -> Project:
     params = yaml.safe_load((root / "params.yaml").read_text())
     params.update(datasets=["cora"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu",
                   variants={"datasets": ["cora"], "methods": ["rw", "gat_rw"], "runs": {}},
-                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}})
+                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {}})
     params["method_hparams"]["gcn"]["epochs"] = 5
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 

@@ -402,8 +402,8 @@ def test_chunk_size_of_a_cell_with_zero_runs_is_one():
     assert train.chunk_size(synthetic_graph(), hparams(), {"seed_chunk": 25, "memory_budget_gb": 6}, 0) == 1
 
 
-def test_a_baseline_under_baselines_normalize_features_trains_on_the_features_renormalised(workdir):
-    """`baselines.normalize_features.cora: false` (Shchur et al.'s protocol: the features as
+def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(workdir):
+    """`baselines.protocol.cora.normalize_features: false` (Shchur et al.'s protocol: the features as
     read): the GCN cell's seed is the one trained on preprocess's features_as_read.pt, not on
     graph.pt's row-normalised features; CAD-Net's cell on the same dataset keeps graph.pt's."""
     counts = synthetic_graph()["x"].to_dense()
@@ -415,7 +415,7 @@ def test_a_baseline_under_baselines_normalize_features_trains_on_the_features_re
     save_torch(graph["x"], workdir / "data/processed/cora" / FEATURES_AS_READ)
     own = config.load_params()["method_hparams"]
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=1, variants={"datasets": [], "methods": [], "runs": {}},
-                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "normalize_features": {"cora": False}},
+                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {"cora": {"normalize_features": False}}},
                   method_hparams={**own, "gcn": {**own["gcn"], "epochs": 4, "hidden": 4}})
     params = config.load_params()
     gcn, cadnet = config.hparams_for(params, "cora", "gcn"), config.hparams_for(params, "cora", "cadnet")
