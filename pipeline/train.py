@@ -256,7 +256,7 @@ def run_fingerprint(dataset: str, method: str, hp: dict, engine: str, features_r
 
 def features_rule(params: dict, dataset: str, hp: dict):
     """The rule a cell normalises its features by, where it is not the one graph.pt was written
-    with (a baseline under ``baselines.normalize_features``); None: graph.pt's features as they are."""
+    with (a baseline under ``baselines.protocol.<dataset>.normalize_features``); None: graph.pt's features as they are."""
     if "normalize_features" not in hp:
         return None
     written_with = config.hparams_for(params, dataset)["normalize_features"]

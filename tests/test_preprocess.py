@@ -200,7 +200,7 @@ def test_normalize_features_false_keeps_raw_features(workdir):
 
 
 def test_the_features_as_read_are_kept_beside_the_normalised_graph(workdir):
-    """features_as_read.pt (for baselines under `baselines.normalize_features`) holds the rows
+    """features_as_read.pt (for baselines under `baselines.protocol.<dataset>.normalize_features`) holds the rows
     as read, whatever rule graph.pt's features were normalised by."""
     write_tiny_npz(workdir / "data/raw/computers" / pp.NPZ_FILES["computers"])
     graph, _ = run_stage(workdir, "computers")
