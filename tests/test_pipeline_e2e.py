@@ -272,6 +272,12 @@ def test_param_dependencies_are_per_dataset(project):
         status = project.dvc("status").stdout
         assert "train_variant@cora-gat_rw" in status, status
         assert "train@cora-cadnet" not in status and "train_variant@cora-rw" not in status, status
+
+        # the baselines' protocol on Cora: the baseline's stage sees it
+        edited = yaml.safe_load(yaml.safe_dump(original))
+        edited["baselines"]["protocol"] = {"cora": {"epochs": 7}}
+        project.set_params(edited)
+        assert "train_baseline@cora-gcn" in stale_stages(project.dvc("status").stdout)
     finally:
         project.git("checkout", "--", "params.yaml")
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
