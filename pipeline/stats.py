@@ -314,7 +314,7 @@ def claims_markdown(compared: list[dict], metrics: dict, time_lines: list[str] =
         significant = ours > theirs and p_value < 0.05
         unfinished = [REGISTRY[m].label for m in run if still_improving(metrics[dataset][m])]
         caveat = (f"; not final: {', '.join(unfinished)} still improving at the last epoch (†)" if unfinished else "")
-        lines.append(f"- **{dataset}**: CAD-Net best of the {len(run)} baselines run here: {best} "
+        lines.append(f"- **{dataset}**: CAD-Net best of the {len(run)} baseline{'s' * (len(run) != 1)} run here: {best} "
                      f"(CAD-Net {ours:.2f}, {REGISTRY[runner_up].label} {theirs:.2f}); significantly better "
                      f"(paired t-test, p < 0.05): {'holds' if significant else 'does not hold'} (p = {p_value:.2e})"
                      f"{caveat}")
