@@ -29,13 +29,29 @@ def test_plain_lines_stay_few_for_many_small_updates():
     assert len(out.getvalue().splitlines()) == 1 + 100 // progress.PLAIN_EVERY_PERCENT
 
 
-def test_off_a_terminal_inner_bars_are_silent_and_outer_ones_plain(monkeypatch, capsys):
+def test_off_a_terminal_a_short_inner_loop_is_silent_and_outer_ones_plain(monkeypatch, capsys):
     monkeypatch.setattr(progress, "on_terminal", lambda: False)
     inner = progress.inner(100, "epochs", "epoch")
     inner.update()
     inner.set_postfix(active=3)
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == ""  # well under HEARTBEAT_SECONDS
+    assert isinstance(inner, progress.Heartbeat)
     assert isinstance(progress.outer(10, "train", "seeds"), progress.PlainLines)
+
+
+def test_a_long_inner_loop_says_where_it_is_once_per_heartbeat():
+    """One chunk of 20 seeds ran 84 min with no line in the log: now one line per interval."""
+    now = [0.0]
+    out = io.StringIO()
+    beat = progress.Heartbeat(1000, "  seeds 0-19", "epoch", seconds=60, file=out, clock=lambda: now[0])
+    for epoch in range(1, 301):
+        now[0] = epoch * 1.0  # one second per epoch: a line at 60, 120, ..., 300 s
+        beat.set_postfix(active=20)
+        beat.update()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  seeds 0-19: epoch 60 of at most 1000, 60 s elapsed, active 20"
+    assert [line.split(",")[0] for line in lines] == [f"  seeds 0-19: epoch {e} of at most 1000" for e in (60, 120, 180, 240, 300)]
+    assert "\r" not in out.getvalue()
 
 
 @pytest.mark.parametrize("seconds, text", [(42, "42 s"), (210, "3.5 min"), (7560, "2.1 h"), (4 * 86400, "4.0 days")])
