@@ -2,7 +2,8 @@
 
 The estimate is the committed run's own measurement of the same cell (``reports/eval/<dataset>/
 <method>.csv``: wall time per seed-epoch and epochs per seed) times the seeds to train; a cell
-never run borrows its dataset's CAD-Net figure. Those figures come from the machine that
+never run borrows its dataset's CAD-Net figure and says so (Photo APPNP's first run was
+estimated at 9 min from it and took 84). Those figures come from the machine that
 produced the committed run (reports/timing.md names it; a figure measured on a GPU says so);
 a GPU is much faster on the large graphs, a slower laptop slower. Torch-free, so the check
 stage can print the whole plan quickly; the train stage repeats its own line with the seeds it actually reuses.
@@ -50,4 +51,6 @@ def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
     if measured is None:
         return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
     per_seed, source = measured
-    return f"~{duration(per_seed * seeds)} (at the committed run's {per_seed:.1f} s per seed of {source})"
+    borrowed = "" if source.split(" ")[0] == f"{dataset}/{method}" else (
+        "; this cell has no figure of its own, and another method's epoch can cost several times CAD-Net's")
+    return f"~{duration(per_seed * seeds)} (at the committed run's {per_seed:.1f} s per seed of {source}{borrowed})"

@@ -65,7 +65,9 @@ def test_estimate_uses_the_committed_per_seed_table_and_falls_back_to_cadnet(tmp
     (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,10.0\n1,0.8,50,20.0\n")
     # 1 s per seed (100 x 10 ms and 50 x 20 ms): 120 seeds, 2 minutes
     assert plan.estimate("cora", "cadnet", 120, tmp_path).startswith("~2.0 min")
-    assert "cora/cadnet" in plan.estimate("cora", "rw", 120, tmp_path)  # rw never ran: CAD-Net's figure
+    borrowed = plan.estimate("cora", "rw", 120, tmp_path)  # rw never ran: CAD-Net's figure, said to be borrowed
+    assert "cora/cadnet" in borrowed and "no figure of its own" in borrowed
+    assert "no figure of its own" not in plan.estimate("cora", "cadnet", 120, tmp_path)
     assert "no measured figure for pubmed" in plan.estimate("pubmed", "cadnet", 10, tmp_path)
     assert plan.estimate("cora", "cadnet", 0, tmp_path) == "nothing to train"
 
