@@ -19,8 +19,8 @@ from pipeline.progress import duration
 
 def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT,
                       device: str = "cpu") -> tuple[float, str] | None:
-    """(seconds per seed, whose figure) from the committed per-seed table, or None. Where its
-    seeds ran on several devices, only the seeds of ``device``'s kind (``cpu``, ``cuda``) count
+    """(seconds per seed, whose figure: it says so where it is another method's) from the
+    committed per-seed table, or None. Where its seeds ran on several devices, only the seeds of ``device``'s kind (``cpu``, ``cuda``) count
     when there are any: a CPU's and a GPU's times are not averaged."""
     for source in (method, "cadnet"):
         table = eval_root / dataset / f"{source}.csv"
@@ -36,8 +36,10 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT,
             continue
         devices = sorted({r.get("device") or "cpu" for r in rows})
         where = "" if devices == ["cpu"] else f" on {', '.join(devices)}"  # a GPU's figure is no CPU's
+        borrowed = "" if source == method else (
+            "; this cell has no figure of its own, and another method's epoch can cost several times CAD-Net's")
         if seconds:
-            return sum(seconds) / len(seconds), f"{dataset}/{source}{where}"
+            return sum(seconds) / len(seconds), f"{dataset}/{source}{where}{borrowed}"
     return None
 
 
@@ -51,6 +53,4 @@ def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
     if measured is None:
         return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
     per_seed, source = measured
-    borrowed = "" if source.split(" ")[0] == f"{dataset}/{method}" else (
-        "; this cell has no figure of its own, and another method's epoch can cost several times CAD-Net's")
-    return f"~{duration(per_seed * seeds)} (at the committed run's {per_seed:.1f} s per seed of {source}{borrowed})"
+    return f"~{duration(per_seed * seeds)} (at the committed run's {per_seed:.1f} s per seed of {source})"
