@@ -1,9 +1,11 @@
 """What will be trained, and roughly how long it will take, said before any training starts.
 
 The estimate is the committed run's own measurement of the same cell (``reports/eval/<dataset>/
-<method>.csv``: wall time per seed-epoch and epochs per seed) times the seeds to train; a cell
-never run borrows its dataset's CAD-Net figure and says so (Photo APPNP's first run was
-estimated at 9 min from it and took 84). Those figures come from the machine that
+<method>.csv``: wall time per seed-epoch and epochs per seed) times the seeds to train. A cell
+never run borrows, and says so: the same method's figure on the dataset whose CAD-Net epoch costs
+nearest, scaled by CAD-Net's cost here over there; failing that, its dataset's CAD-Net figure
+(Photo APPNP's first run was estimated at 9 min from that and took 84; Computers GCN at 29 min,
+where the scaled Photo GCN figure says 77, and took about 110). Those figures come from the machine that
 produced the committed run (reports/timing.md names it; a figure measured on a GPU says so);
 a GPU is much faster on the large graphs, a slower laptop slower. Torch-free, so the check
 stage can print the whole plan quickly; the train stage repeats its own line with the seeds it actually reuses.
@@ -11,35 +13,82 @@ stage can print the whole plan quickly; the train stage repeats its own line wit
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from pipeline.paths import EVAL_ROOT
 from pipeline.progress import duration
 
 
+def _per_seed(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, float, list[str]] | None:
+    """(mean seconds per seed, mean ms per seed-epoch, the devices they ran on) from ``reports/eval/<dataset>/<method>.csv``,
+    or None. Where its seeds ran on several devices, only the seeds of ``device``'s kind
+    (``cpu``, ``cuda``) count when there are any: a CPU's and a GPU's times are not averaged."""
+    table = eval_root / dataset / f"{method}.csv"
+    if not table.is_file():
+        return None
+    with open(table, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    same_kind = [r for r in rows if (r.get("device") or "cpu").split(" ")[0] == device]
+    rows = same_kind or rows
+    try:
+        per_epoch = [float(r["ms_per_seed_epoch"]) for r in rows]
+        seconds = [ms * int(r["epochs_run"]) / 1000 for ms, r in zip(per_epoch, rows)]
+    except (KeyError, ValueError):
+        return None
+    if not seconds:
+        return None
+    return sum(seconds) / len(seconds), sum(per_epoch) / len(per_epoch), sorted({r.get("device") or "cpu" for r in rows})
+
+
+def _on_this_kind(figure: tuple[float, float, list[str]] | None, device: str) -> tuple[float, float] | None:
+    """The figure's (seconds per seed, ms per seed-epoch) where all its seeds ran on ``device``'s
+    kind, else None."""
+    if figure is None or any(d.split(" ")[0] != device for d in figure[2]):
+        return None
+    return figure[0], figure[1]
+
+
+def _scaled_from_another_dataset(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, str] | None:
+    """The method's seconds per seed on the dataset whose CAD-Net epoch costs nearest this one's,
+    times CAD-Net's cost per seed-epoch here over there (all figures of ``device``'s kind): GCN on
+    Computers from GCN on Photo times 1.6. Rough (the epochs are the other dataset's, and methods
+    do not scale alike), but nearer than CAD-Net's own figure."""
+    here = _on_this_kind(_per_seed(dataset, "cadnet", eval_root, device), device)
+    if here is None or not eval_root.is_dir():
+        return None
+    candidates = []
+    for other in sorted(p.name for p in eval_root.iterdir() if p.is_dir() and p.name != dataset):
+        theirs = _on_this_kind(_per_seed(other, method, eval_root, device), device)
+        cadnet_there = _on_this_kind(_per_seed(other, "cadnet", eval_root, device), device)
+        if theirs is not None and cadnet_there is not None and cadnet_there[1] > 0 and here[1] > 0:
+            ratio = here[1] / cadnet_there[1]
+            candidates.append((abs(math.log(ratio)), other, theirs[0], ratio))
+    if not candidates:
+        return None
+    _, other, theirs, ratio = min(candidates)
+    return theirs * ratio, (f"{other}/{method} scaled by {ratio:.2f}, CAD-Net's cost per epoch on {dataset} over "
+                            f"{other}; this cell has no figure of its own, and methods do not scale alike")
+
+
 def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT,
                       device: str = "cpu") -> tuple[float, str] | None:
-    """(seconds per seed, whose figure: it says so where it is another method's) from the
-    committed per-seed table, or None. Where its seeds ran on several devices, only the seeds of ``device``'s kind (``cpu``, ``cuda``) count
-    when there are any: a CPU's and a GPU's times are not averaged."""
-    for source in (method, "cadnet"):
-        table = eval_root / dataset / f"{source}.csv"
-        if not table.is_file():
-            continue
-        with open(table, newline="") as handle:
-            rows = list(csv.DictReader(handle))
-        same_kind = [r for r in rows if (r.get("device") or "cpu").split(" ")[0] == device]
-        rows = same_kind or rows
-        try:
-            seconds = [float(r["ms_per_seed_epoch"]) * int(r["epochs_run"]) / 1000 for r in rows]
-        except (KeyError, ValueError):
-            continue
-        devices = sorted({r.get("device") or "cpu" for r in rows})
-        where = "" if devices == ["cpu"] else f" on {', '.join(devices)}"  # a GPU's figure is no CPU's
-        borrowed = "" if source == method else (
-            "; this cell has no figure of its own, and another method's epoch can cost several times CAD-Net's")
-        if seconds:
-            return sum(seconds) / len(seconds), f"{dataset}/{source}{where}{borrowed}"
+    """(seconds per seed, whose figure) from the committed per-seed tables, or None: the cell's
+    own; else the method's on another dataset, scaled by CAD-Net's cost (same device kind);
+    else the dataset's CAD-Net figure. A borrowed figure says so."""
+    own = _per_seed(dataset, method, eval_root, device)
+    if own is not None:
+        where = "" if own[2] == ["cpu"] else f" on {', '.join(own[2])}"  # a GPU's figure is no CPU's
+        return own[0], f"{dataset}/{method}{where}"
+    if method != "cadnet":
+        scaled = _scaled_from_another_dataset(dataset, method, eval_root, device)
+        if scaled is not None:
+            return scaled
+        cadnet = _per_seed(dataset, "cadnet", eval_root, device)
+        if cadnet is not None:
+            where = "" if cadnet[2] == ["cpu"] else f" on {', '.join(cadnet[2])}"
+            return cadnet[0], (f"{dataset}/cadnet{where}; this cell has no figure of its own, and another "
+                               "method's epoch can cost several times CAD-Net's")
     return None
 
 

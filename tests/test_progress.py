@@ -1,11 +1,11 @@
-"""pipeline/progress.py and pipeline/plan.py: what a stage prints while and before it works."""
+"""pipeline/progress.py: what a stage prints while it works."""
 from __future__ import annotations
 
 import io
 
 import pytest
 
-from pipeline import plan, progress
+from pipeline import progress
 
 
 def test_plain_lines_report_every_tenth_and_the_end_with_time_left():
@@ -59,19 +59,6 @@ def test_duration(seconds, text):
     assert progress.duration(seconds) == text
 
 
-def test_estimate_uses_the_committed_per_seed_table_and_falls_back_to_cadnet(tmp_path):
-    table = tmp_path / "cora"
-    table.mkdir()
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,10.0\n1,0.8,50,20.0\n")
-    # 1 s per seed (100 x 10 ms and 50 x 20 ms): 120 seeds, 2 minutes
-    assert plan.estimate("cora", "cadnet", 120, tmp_path).startswith("~2.0 min")
-    borrowed = plan.estimate("cora", "rw", 120, tmp_path)  # rw never ran: CAD-Net's figure, said to be borrowed
-    assert "cora/cadnet" in borrowed and "no figure of its own" in borrowed
-    assert "no figure of its own" not in plan.estimate("cora", "cadnet", 120, tmp_path)
-    assert "no measured figure for pubmed" in plan.estimate("pubmed", "cadnet", 10, tmp_path)
-    assert plan.estimate("cora", "cadnet", 0, tmp_path) == "nothing to train"
-
-
 def test_a_stage_whose_stderr_is_not_a_terminal_prints_plain_lines(capsys):
     """Under pytest's capture (as under DVC, or `> log`), stderr is no terminal."""
     assert not progress.on_terminal()
@@ -79,26 +66,3 @@ def test_a_stage_whose_stderr_is_not_a_terminal_prints_plain_lines(capsys):
     bar.update(4)
     err = capsys.readouterr().err
     assert isinstance(bar, progress.PlainLines) and "\r" not in err and "4/4 seeds (100%)" in err
-
-
-def test_an_estimate_from_a_gpu_measured_table_says_so(tmp_path):
-    table = tmp_path / "physics"
-    table.mkdir()
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
-                                      "0,0.9,100,10.0,cuda (NVIDIA H200)\n")
-    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet on cuda (NVIDIA H200))")
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n0,0.9,100,10.0,cpu\n")
-    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet)")
-
-
-def test_an_estimate_uses_the_seeds_of_its_own_device_kind_where_there_are_any(tmp_path):
-    table = tmp_path / "photo"
-    table.mkdir()
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
-                                      "0,0.9,100,100.0,cpu\n1,0.9,100,4.0,cuda (NVIDIA H200)\n")
-    assert plan.estimate("photo", "cadnet", 60, tmp_path) == "~10.0 min (at the committed run's 10.0 s per seed of photo/cadnet)"
-    assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").startswith("~24 s")
-    assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").endswith("on cuda (NVIDIA H200))")
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
-                                      "0,0.9,100,4.0,cuda (NVIDIA H200)\n")
-    assert plan.estimate("photo", "cadnet", 60, tmp_path).startswith("~24 s")  # no CPU seeds: the GPU's figure

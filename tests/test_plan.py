@@ -1,0 +1,70 @@
+"""pipeline/plan.py: what will be trained, and how long it will take, said before training."""
+from __future__ import annotations
+
+from pipeline import plan
+
+
+def write_table(root, dataset, method, rows):
+    """A per-seed table as evaluate writes it: (epochs_run, ms_per_seed_epoch, device) per seed."""
+    (root / dataset).mkdir(exist_ok=True)
+    lines = ["seed,test_acc,epochs_run,ms_per_seed_epoch,device"]
+    lines += [f"{seed},0.8,{epochs},{ms},{device}" for seed, (epochs, ms, device) in enumerate(rows)]
+    (root / dataset / f"{method}.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_estimate_uses_the_committed_per_seed_table_and_falls_back_to_cadnet(tmp_path):
+    table = tmp_path / "cora"
+    table.mkdir()
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,10.0\n1,0.8,50,20.0\n")
+    # 1 s per seed (100 x 10 ms and 50 x 20 ms): 120 seeds, 2 minutes
+    assert plan.estimate("cora", "cadnet", 120, tmp_path).startswith("~2.0 min")
+    borrowed = plan.estimate("cora", "rw", 120, tmp_path)  # rw never ran: CAD-Net's figure, said to be borrowed
+    assert "cora/cadnet" in borrowed and "no figure of its own" in borrowed
+    assert "no figure of its own" not in plan.estimate("cora", "cadnet", 120, tmp_path)
+    assert "no measured figure for pubmed" in plan.estimate("pubmed", "cadnet", 10, tmp_path)
+    assert plan.estimate("cora", "cadnet", 0, tmp_path) == "nothing to train"
+
+
+def test_an_estimate_from_a_gpu_measured_table_says_so(tmp_path):
+    table = tmp_path / "physics"
+    table.mkdir()
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+                                      "0,0.9,100,10.0,cuda (NVIDIA H200)\n")
+    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet on cuda (NVIDIA H200))")
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n0,0.9,100,10.0,cpu\n")
+    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet)")
+
+
+def test_an_estimate_uses_the_seeds_of_its_own_device_kind_where_there_are_any(tmp_path):
+    table = tmp_path / "photo"
+    table.mkdir()
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+                                      "0,0.9,100,100.0,cpu\n1,0.9,100,4.0,cuda (NVIDIA H200)\n")
+    assert plan.estimate("photo", "cadnet", 60, tmp_path) == "~10.0 min (at the committed run's 10.0 s per seed of photo/cadnet)"
+    assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").startswith("~24 s")
+    assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").endswith("on cuda (NVIDIA H200))")
+    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+                                      "0,0.9,100,4.0,cuda (NVIDIA H200)\n")
+    assert plan.estimate("photo", "cadnet", 60, tmp_path).startswith("~24 s")  # no CPU seeds: the GPU's figure
+
+
+def test_a_cell_never_run_borrows_its_methods_figure_on_the_nearest_dataset_scaled_by_cadnets_cost(tmp_path):
+    """GCN on Computers has no figure: GCN's on Photo (100 s per seed), times CAD-Net's cost per
+    epoch on Computers over Photo (300 / 150 ms = 2), not over Cora (whose CAD-Net epoch is far
+    cheaper), and not CAD-Net's own figure; figures of another device kind are not scaled."""
+    write_table(tmp_path, "photo", "cadnet", [(100, 150.0, "cpu")])
+    write_table(tmp_path, "photo", "gcn", [(500, 200.0, "cpu")])  # 100 s per seed
+    write_table(tmp_path, "cora", "cadnet", [(100, 10.0, "cpu")])
+    write_table(tmp_path, "cora", "gcn", [(200, 5.0, "cpu")])  # 1 s per seed
+    write_table(tmp_path, "computers", "cadnet", [(400, 300.0, "cpu")])  # CAD-Net's epochs do not count
+    seconds, source = plan.measured_per_seed("computers", "gcn", tmp_path)
+    assert seconds == 200.0
+    assert source.startswith("photo/gcn scaled by 2.00") and "no figure of its own" in source
+    assert plan.estimate("computers", "gcn", 6, tmp_path).startswith("~20.0 min")
+
+    write_table(tmp_path, "photo", "gcn", [(500, 2.0, "cuda (NVIDIA H200)")])  # a GPU's figure is not scaled
+    seconds, source = plan.measured_per_seed("computers", "gcn", tmp_path)
+    assert source.startswith("cora/gcn scaled by 30.00") and seconds == 30.0
+    write_table(tmp_path, "cora", "gcn", [(200, 5.0, "cuda (NVIDIA H200)")])
+    seconds, source = plan.measured_per_seed("computers", "gcn", tmp_path)  # no donor left: CAD-Net's own
+    assert source.startswith("computers/cadnet;") and seconds == 120.0
