@@ -5,7 +5,7 @@ The estimate is the committed run's own measurement of the same cell (``reports/
 never run borrows, and says so: the same method's figure on the dataset whose CAD-Net epoch costs
 nearest, scaled by CAD-Net's cost here over there; failing that, its dataset's CAD-Net figure
 (Photo APPNP's first run was estimated at 9 min from that and took 84; Computers GCN at 29 min,
-where the scaled Photo GCN figure says 77, and took about 110). Those figures come from the machine that
+where the scaled Photo GCN figure says 77, and took 100). Those figures come from the machine that
 produced the committed run (reports/timing.md names it; a figure measured on a GPU says so);
 a GPU is much faster on the large graphs, a slower laptop slower. Torch-free, so the check
 stage can print the whole plan quickly; the train stage repeats its own line with the seeds it actually reuses.
