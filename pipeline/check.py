@@ -46,10 +46,10 @@ def plan_lines(params: dict, device: str) -> list[str]:
     total, unknown = 0.0, 0
     for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
-        measured = plan.measured_per_seed(dataset, method, device=device)
         if runs == 0:
             lines.append(f"  {dataset}/{method}: not run (runs 0)")
             continue
+        measured = plan.measured_per_seed(dataset, method, device=device)
         lines.append(f"  {dataset}/{method}: {runs} seeds, {plan.estimate(dataset, method, runs, measured=measured)}")
         if measured is None:
             unknown += 1

@@ -15,15 +15,29 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 from pipeline.paths import EVAL_ROOT
 from pipeline.progress import duration
 
 
-def _per_seed(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, float, list[str]] | None:
-    """(mean seconds per seed, mean ms per seed-epoch, the devices they ran on) from ``reports/eval/<dataset>/<method>.csv``,
-    or None. Where its seeds ran on several devices, only the seeds of ``device``'s kind
-    (``cpu``, ``cuda``) count when there are any: a CPU's and a GPU's times are not averaged."""
+class Figure(NamedTuple):
+    """One committed cell's timing: what an estimate is made of."""
+    seconds_per_seed: float
+    ms_per_seed_epoch: float
+    devices: list[str]
+
+    def where(self) -> str:
+        return "" if self.devices == ["cpu"] else f" on {', '.join(self.devices)}"  # a GPU's figure is no CPU's
+
+    def all_of_kind(self, device: str) -> bool:
+        return all(d.split(" ")[0] == device for d in self.devices)
+
+
+def _figure(dataset: str, method: str, eval_root: Path, device: str) -> Figure | None:
+    """The cell's figure from ``reports/eval/<dataset>/<method>.csv``, or None. Where its seeds
+    ran on several devices, only the seeds of ``device``'s kind (``cpu``, ``cuda``) count when
+    there are any: a CPU's and a GPU's times are not averaged."""
     table = eval_root / dataset / f"{method}.csv"
     if not table.is_file():
         return None
@@ -38,15 +52,8 @@ def _per_seed(dataset: str, method: str, eval_root: Path, device: str) -> tuple[
         return None
     if not seconds:
         return None
-    return sum(seconds) / len(seconds), sum(per_epoch) / len(per_epoch), sorted({r.get("device") or "cpu" for r in rows})
-
-
-def _on_this_kind(figure: tuple[float, float, list[str]] | None, device: str) -> tuple[float, float] | None:
-    """The figure's (seconds per seed, ms per seed-epoch) where all its seeds ran on ``device``'s
-    kind, else None."""
-    if figure is None or any(d.split(" ")[0] != device for d in figure[2]):
-        return None
-    return figure[0], figure[1]
+    return Figure(sum(seconds) / len(seconds), sum(per_epoch) / len(per_epoch),
+                  sorted({r.get("device") or "cpu" for r in rows}))
 
 
 def _scaled_from_another_dataset(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, str] | None:
@@ -54,16 +61,17 @@ def _scaled_from_another_dataset(dataset: str, method: str, eval_root: Path, dev
     times CAD-Net's cost per seed-epoch here over there (all figures of ``device``'s kind): GCN on
     Computers from GCN on Photo times 1.6. Rough (the epochs are the other dataset's, and methods
     do not scale alike), but nearer than CAD-Net's own figure."""
-    here = _on_this_kind(_per_seed(dataset, "cadnet", eval_root, device), device)
-    if here is None or not eval_root.is_dir():
+    here = _figure(dataset, "cadnet", eval_root, device)
+    if here is None or not here.all_of_kind(device) or here.ms_per_seed_epoch <= 0:
         return None
     candidates = []
     for other in sorted(p.name for p in eval_root.iterdir() if p.is_dir() and p.name != dataset):
-        theirs = _on_this_kind(_per_seed(other, method, eval_root, device), device)
-        cadnet_there = _on_this_kind(_per_seed(other, "cadnet", eval_root, device), device)
-        if theirs is not None and cadnet_there is not None and cadnet_there[1] > 0 and here[1] > 0:
-            ratio = here[1] / cadnet_there[1]
-            candidates.append((abs(math.log(ratio)), other, theirs[0], ratio))
+        theirs = _figure(other, method, eval_root, device)
+        cadnet_there = _figure(other, "cadnet", eval_root, device)
+        if (theirs is not None and theirs.all_of_kind(device) and cadnet_there is not None
+                and cadnet_there.all_of_kind(device) and cadnet_there.ms_per_seed_epoch > 0):
+            ratio = here.ms_per_seed_epoch / cadnet_there.ms_per_seed_epoch
+            candidates.append((abs(math.log(ratio)), other, theirs.seconds_per_seed, ratio))
     if not candidates:
         return None
     _, other, theirs, ratio = min(candidates)
@@ -76,20 +84,19 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT,
     """(seconds per seed, whose figure) from the committed per-seed tables, or None: the cell's
     own; else the method's on another dataset, scaled by CAD-Net's cost (same device kind);
     else the dataset's CAD-Net figure. A borrowed figure says so."""
-    own = _per_seed(dataset, method, eval_root, device)
+    own = _figure(dataset, method, eval_root, device)
     if own is not None:
-        where = "" if own[2] == ["cpu"] else f" on {', '.join(own[2])}"  # a GPU's figure is no CPU's
-        return own[0], f"{dataset}/{method}{where}"
-    if method != "cadnet":
-        scaled = _scaled_from_another_dataset(dataset, method, eval_root, device)
-        if scaled is not None:
-            return scaled
-        cadnet = _per_seed(dataset, "cadnet", eval_root, device)
-        if cadnet is not None:
-            where = "" if cadnet[2] == ["cpu"] else f" on {', '.join(cadnet[2])}"
-            return cadnet[0], (f"{dataset}/cadnet{where}; this cell has no figure of its own, and another "
-                               "method's epoch can cost several times CAD-Net's")
-    return None
+        return own.seconds_per_seed, f"{dataset}/{method}{own.where()}"
+    if method == "cadnet":
+        return None
+    scaled = _scaled_from_another_dataset(dataset, method, eval_root, device)
+    if scaled is not None:
+        return scaled
+    cadnet = _figure(dataset, "cadnet", eval_root, device)
+    if cadnet is None:
+        return None
+    return cadnet.seconds_per_seed, (f"{dataset}/cadnet{cadnet.where()}; this cell has no figure of its own, and "
+                                     "another method's epoch can cost several times CAD-Net's")
 
 
 def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
