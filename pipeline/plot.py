@@ -163,30 +163,34 @@ def main(argv: list[str]) -> None:
     FIGURES_ROOT.mkdir(parents=True, exist_ok=True)
     # gamma and loss curves for one method: CAD-Net itself unless it is not selected
     main_method = DEFAULT_METHOD if DEFAULT_METHOD in params["methods"] else params["methods"][0]
-    figures = {}
+    saved = []
+
+    def save(name: str, fig) -> None:
+        # saved and closed as made: matplotlib keeps every open figure (it warns past 20)
+        fig.savefig(FIGURES_ROOT / f"{name}.png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        saved.append(name)
+
     for dataset in params["datasets"]:
         changed = changed_settings(params, paper, dataset)
-        figures[f"{dataset}_accuracy"] = accuracy_figure(dataset, params["methods"],
-                                                         paper["table2"][DEFAULT_METHOD][dataset], changed)
+        save(f"{dataset}_accuracy", accuracy_figure(dataset, params["methods"],
+                                                    paper["table2"][DEFAULT_METHOD][dataset], changed))
         beta = config.hparams_for(params, dataset, main_method)["beta"]
-        figures[f"{dataset}_gamma"] = gamma_figure(dataset, main_method, beta, changed)
-        figures[f"{dataset}_loss"] = loss_figure(dataset, main_method, changed)
+        save(f"{dataset}_gamma", gamma_figure(dataset, main_method, beta, changed))
+        save(f"{dataset}_loss", loss_figure(dataset, main_method, changed))
     variants = params["variants"]
     selected = {*params["methods"], *variants["methods"]}
     rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
     for dataset in variants["datasets"]:
-        figures[f"{dataset}_table3"] = table3_figure(dataset, rows, paper)
+        save(f"{dataset}_table3", table3_figure(dataset, rows, paper))
     baselines = params["baselines"]
     for dataset in baselines["datasets"]:
         rows = [m for m in BASELINES if m in baselines["methods"]] + [m for m in params["methods"] if m == DEFAULT_METHOD]
-        figures[f"{dataset}_table2"] = table2_figure(dataset, rows, paper)
+        save(f"{dataset}_table2", table2_figure(dataset, rows, paper))
     if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
-        figures["citeseer_val_loss_cadnet_vs_rw"] = validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"])
-    for name, fig in figures.items():
-        fig.savefig(FIGURES_ROOT / f"{name}.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        save("citeseer_val_loss_cadnet_vs_rw", validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"]))
     write_plot_data(config.trained_cells(params))
-    print(f"wrote {len(figures)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
+    print(f"wrote {len(saved)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
 
 
 def write_plot_data(cells: list[tuple[str, str]]) -> None:

@@ -1,9 +1,12 @@
 """Tests for the plot stage (pipeline/plot.py): three valid PNGs per selected dataset."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
+import matplotlib
 import matplotlib.image
+import matplotlib.pyplot
 import pytest
 
 from conftest import update_params, write_fake_seeds
@@ -37,6 +40,15 @@ def test_three_pngs_per_dataset(evaluated, capsys):
     for name in FIGURES:
         assert_png(figures / f"cora_{name}.png")
     assert "wrote 3 figures" in capsys.readouterr().out
+
+
+def test_each_figure_is_closed_once_saved(evaluated, monkeypatch):
+    # the whole paper is ~40 figures; holding them all open made matplotlib warn past 20
+    monkeypatch.setitem(matplotlib.rcParams, "figure.max_open_warning", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a second open figure raises
+        plot.main([])
+    assert matplotlib.pyplot.get_fignums() == []
 
 
 def test_two_datasets_give_six_figures_and_stale_ones_are_ignored(evaluated):
