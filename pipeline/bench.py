@@ -24,8 +24,11 @@ import argparse
 import math
 import os
 import platform
+import signal
 import statistics
 import time
+from functools import partial
+from multiprocessing import get_context
 from pathlib import Path
 
 import torch
@@ -202,51 +205,121 @@ def profile_epoch(params: dict, device: torch.device, rows: int = 15) -> str:
     return prof.key_averages().table(sort_by=key, row_limit=rows)
 
 
+def time_method(dataset: str, method: str, params: dict, epochs: int, device: torch.device,
+                seeds: int | None = None) -> float:
+    """Table B.8's measure of one method, in this process: ms per epoch of one seed (training
+    step + eval pass; ``seeds`` None), or ms per seed-epoch of one batched chunk of ``seeds``."""
+    params = config.load_params()
+    graph = bench_graph(dataset, config.hparams_for(params, dataset))
+    hp = dict(config.hparams_for(params, dataset, method), early_stop_window=0, epochs=epochs)
+    if not has_real_graph(dataset):
+        hp["split"] = "per_class"
+    if seeds is None:
+        train_seed(graph, dict(hp, epochs=1), 0, device, method)  # warm-up (and GDC's matrix)
+        return train_seed(graph, hp, 0, device, method)["ms_per_seed_epoch"]
+    train_chunk(graph, dict(hp, epochs=1), list(range(seeds)), device, method)
+    return train_chunk(graph, hp, list(range(seeds)), device, method)[0]["ms_per_seed_epoch"]
+
+
+def isolated(function, args: tuple, timeout_s: float) -> tuple[object, str | None]:
+    """``function(*args)`` in a spawned process of its own: ``(result, None)``, or ``(None, why)``
+    where it raised, ran past ``timeout_s`` or was killed. A cell the paper marks OOM can take
+    more memory than the machine has; the kernel then kills the process with SIGKILL, which no
+    Python code can catch, so the benchmark keeps its figures only if that process is not its own
+    (the child asks to be the kernel's first choice)."""
+    context = get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_send_result, args=(send, function, args), daemon=True)
+    child.start()
+    send.close()  # the child holds the only sending end: its death ends the pipe
+    try:
+        if not receive.poll(timeout_s):
+            child.kill()
+            return None, f"stopped after {timeout_s:.0f} s"
+        try:
+            result, error = receive.recv()
+        except EOFError:
+            child.join()
+            if child.exitcode == -signal.SIGKILL:
+                return None, "killed (out of memory)"
+            return None, f"died (exit code {child.exitcode})"
+        return (result, None) if error is None else (None, error)
+    finally:
+        child.join(5)
+        receive.close()
+
+
+def _send_result(send, function, args: tuple) -> None:
+    try:
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass  # not Linux: the kernel chooses as it will
+    try:
+        send.send((function(*args), None))
+    except Exception as err:
+        message = str(err).splitlines()[0][:120] if str(err) else ""
+        send.send((None, f"{type(err).__name__}: {message}"))
+
+
+def in_process(function, args: tuple) -> tuple[object, str | None]:
+    return function(*args), None
+
+
 def measure_methods(dataset: str, params: dict, epochs: int, device: torch.device,
-                    methods: list[str] | None = None) -> list[dict]:
+                    methods: list[str] | None = None, timeout_s: float | None = None) -> list[dict]:
     """Table B.8's measure for ``methods`` (default: every registry method) on one dataset, in
     one run: ms per epoch of one seed (training step + eval pass) and ms per seed-epoch batched
-    (one chunk), with the ratios to APPNP's measured in the same run (only ratios carry across
-    machines)."""
+    (one chunk of the automatic size), with the ratios to APPNP's measured in the same run (only
+    ratios carry across machines). With ``timeout_s`` each measurement runs in a process of its
+    own (:func:`isolated`): one that fails, runs too long or is killed for memory becomes a note
+    in its row, and a chunk killed for memory is tried again at half its size."""
     graph = bench_graph(dataset, config.hparams_for(params, dataset))
-    rows = []
+    chunks = {}
     for method in methods or list(REGISTRY):
-        entry = REGISTRY[method]
         hp = dict(config.hparams_for(params, dataset, method), early_stop_window=0, epochs=epochs)
-        if not has_real_graph(dataset):
-            hp["split"] = "per_class"
-        train_seed(graph, dict(hp, epochs=1), 0, device, method)  # warm-up (and GDC's matrix)
-        single = train_seed(graph, hp, 0, device, method)["ms_per_seed_epoch"]
-        batched, S = None, None
-        if entry.batched:
-            S = chunk_size(graph, hp, params, RUNS)
-            train_chunk(graph, dict(hp, epochs=1), list(range(S)), device, method)
-            batched = train_chunk(graph, hp, list(range(S)), device, method)[0]["ms_per_seed_epoch"]
-        rows.append({"method": method, "single": single, "batched": batched, "chunk": S})
-        print(f"{dataset}/{method}: one seed {single:.2f} ms/epoch, batched "
-              f"{'-' if batched is None else f'{batched:.2f}'} ms/seed-epoch (chunk {S})", flush=True)
+        chunks[method] = chunk_size(graph, hp, params, RUNS) if REGISTRY[method].batched else None
+    del graph  # the measuring process loads its own
+    run = in_process if timeout_s is None else partial(isolated, timeout_s=timeout_s)
+    rows = []
+    for method, S in chunks.items():
+        single, single_note = run(time_method, (dataset, method, params, epochs, device))
+        batched, notes = None, [] if single_note is None else [f"one seed: {single_note}"]
+        while S is not None:
+            batched, why = run(time_method, (dataset, method, params, epochs, device, S))
+            if why is None:
+                break
+            notes.append(f"chunk of {S}: {why}")
+            S = S // 2 if why.startswith("killed") and S > 1 else None
+        rows.append({"method": method, "single": single, "batched": batched, "chunk": S, "note": "; ".join(notes)})
+        print(f"{dataset}/{method}: one seed {_ms(single)} ms/epoch, batched {_ms(batched)} ms/seed-epoch "
+              f"(chunk {S}){' ' + rows[-1]['note'] if notes else ''}", flush=True)
     return rows
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def methods_table(dataset: str, rows: list[dict]) -> list[str]:
     paper = load_paper()["ms_per_epoch"]
-    appnp = next((r for r in rows if r["method"] == "appnp"), None)
+    appnp = next((r for r in rows if r["method"] == "appnp"), {"single": None, "batched": None})
     lines = ["", f"Every method of the registry on {dataset} (Table B.8's measure), one run: ms per epoch of one",
              "seed, ms per seed-epoch batched (one chunk), each over APPNP's in the same run, and the",
              "paper's GTX 1080 Ti figure over its APPNP figure:", "",
-             "| method | one seed ms | / APPNP | batched ms / seed | / APPNP batched | chunk | paper ms | paper / APPNP |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| method | one seed ms | / APPNP | batched ms / seed | / APPNP batched | chunk | paper ms | paper / APPNP | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
     paper_appnp = paper.get("appnp", {}).get(dataset)
     for r in rows:
-        ratio = f"{r['single'] / appnp['single']:.2f}" if appnp else "-"
-        batched = "-" if r["batched"] is None else f"{r['batched']:.2f}"
-        batched_ratio = ("-" if r["batched"] is None or not appnp or appnp["batched"] is None
-                         else f"{r['batched'] / appnp['batched']:.2f}")
         theirs = paper.get(r["method"], {}).get(dataset)
         theirs_ratio = (f"{theirs / paper_appnp:.2f}" if isinstance(theirs, float) and paper_appnp else "-")
-        lines.append(f"| {r['method']} | {r['single']:.2f} | {ratio} | {batched} | {batched_ratio} | "
-                     f"{r['chunk'] or '-'} | {theirs if theirs is not None else '-'} | {theirs_ratio} |")
+        lines.append(f"| {r['method']} | {_ms(r['single'])} | {_ratio(r['single'], appnp['single'])} | "
+                     f"{_ms(r['batched'])} | {_ratio(r['batched'], appnp['batched'])} | {r['chunk'] or '-'} | "
+                     f"{theirs if theirs is not None else '-'} | {theirs_ratio} | {r.get('note') or ''} |")
     return lines
+
+
+def _ratio(value: float | None, appnp: float | None) -> str:
+    return "-" if value is None or not appnp else f"{value / appnp:.2f}"
 
 
 def machine(device: torch.device) -> str:
@@ -317,12 +390,16 @@ def main(argv: list[str]) -> None:
                         help="datasets on which to time every registry method, one seed and batched (none: skip)")
     parser.add_argument("--methods", nargs="+", default=list(REGISTRY),
                         help="registry methods timed on the --methods-on datasets (default: all)")
+    parser.add_argument("--timeout", type=float, default=1800,
+                        help="seconds each method's measurement may take (in a process of its own) before it is stopped")
     parser.add_argument("--out", type=Path, default=Path("reports/bench.md"))
     args = parser.parse_args(argv)
     for name in args.datasets + args.methods_on:
         config.check_choice("datasets", name, config.DATASETS)
     for name in args.methods:
         config.check_choice("methods", name, tuple(REGISTRY))
+    if not args.timeout > 0:
+        raise config.ConfigError(f"--timeout: got {args.timeout}; allowed values: seconds > 0")
     params = config.load_params()
     device = resolve_device(params.get("device", "auto"))
 
@@ -337,10 +414,13 @@ def main(argv: list[str]) -> None:
     memory = {r["dataset"]: measured_peak_gb(r["dataset"], r["chunk"], device) for r in rows
               if not r["dataset"].endswith("(synthetic)")}
     profile_text = profile_epoch(params, device) if has_real_graph("cora") and "cora" in args.datasets else None
-    variants = {d: measure_methods(d, params, args.epochs, device, args.methods) for d in args.methods_on}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    variants = {}
+    for dataset in args.methods_on:  # the report so far is written after each dataset: hours on a CPU
+        variants[dataset] = measure_methods(dataset, params, args.epochs, device, args.methods, args.timeout)
+        args.out.write_text(report(rows, memory, profile_text, device, args.epochs, variants))
     text = report(rows, memory, profile_text, device, args.epochs, variants)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
 
 

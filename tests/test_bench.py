@@ -75,3 +75,54 @@ def test_methods_are_timed_as_asked(monkeypatch):
     rows = bench.measure_methods("cora", params, 1, torch.device("cpu"), ["gcn", "agnn"])
     assert [r["method"] for r in rows] == ["gcn", "agnn"]
     assert rows[0]["batched"] > 0 and rows[1]["batched"] is None  # AGNN runs seed by seed
+
+
+def _answer(value):
+    return value
+
+
+def _raise(message):
+    raise ValueError(message)
+
+
+def _kill_self():
+    import os
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)  # what the kernel does to a process out of memory
+
+
+def _sleep(seconds):
+    import time
+    time.sleep(seconds)
+
+
+def test_isolated_returns_a_result_or_says_why_not():
+    assert bench.isolated(_answer, (41,), timeout_s=60) == (41, None)
+    assert bench.isolated(_raise, ("bad value",), timeout_s=60) == (None, "ValueError: bad value")
+    assert bench.isolated(_kill_self, (), timeout_s=60) == (None, "killed (out of memory)")
+    assert bench.isolated(_sleep, (60,), timeout_s=3) == (None, "stopped after 3 s")
+
+
+def test_a_chunk_killed_for_memory_is_tried_at_half_its_size(monkeypatch):
+    from pipeline import config
+
+    params = config.load_params()
+    tried = []
+
+    def fake_isolated(function, args, timeout_s):
+        seeds = args[5] if len(args) > 5 else None
+        tried.append(seeds)
+        if seeds is None:
+            return 10.0, None
+        return (2.0, None) if seeds <= 6 else (None, "killed (out of memory)")
+
+    monkeypatch.setattr(bench, "isolated", fake_isolated)
+    monkeypatch.setattr(bench, "chunk_size", lambda graph, hp, params, runs: 25)
+    monkeypatch.setattr(bench, "bench_graph", lambda dataset, hp: {})
+    rows = bench.measure_methods("cora", params, 1, torch.device("cpu"), ["gcn", "graph_unet"], timeout_s=60)
+    assert tried == [None, 25, 12, 6, None]  # graph_unet runs seed by seed: no chunk
+    assert rows[0] == {"method": "gcn", "single": 10.0, "batched": 2.0, "chunk": 6,
+                       "note": "chunk of 25: killed (out of memory); chunk of 12: killed (out of memory)"}
+    assert rows[1]["chunk"] is None and rows[1]["batched"] is None
+    table = "\n".join(bench.methods_table("cora", rows))
+    assert "| gcn | 10.00 | - | 2.00 | - | 6 |" in table and "chunk of 12: killed" in table
