@@ -42,8 +42,8 @@ from pipeline.paths import PROCESSED_ROOT
 from pipeline.preprocess import load_graph
 from pipeline.splits import per_class_split
 from pipeline.stats import load_paper
-from pipeline.train import (chunk_size, graph_sizes, in_fresh_processes, make_optimizer, resolve_device,
-                            train_chunk, train_seed)
+from pipeline.train import (chunk_size, graph_sizes, in_fresh_processes, is_out_of_memory, make_optimizer,
+                            resolve_device, train_chunk, train_seed)
 
 # Stored feature entries per node assumed for the synthetic stand-ins (their files are not here).
 ASSUMED_NNZ_PER_NODE = {"pubmed": 50, "computers": 260, "photo": 260, "cs": 50, "physics": 50}
@@ -258,7 +258,8 @@ def _send_result(send, function, args: tuple) -> None:
         send.send((function(*args), None))
     except Exception as err:
         message = str(err).splitlines()[0][:120] if str(err) else ""
-        send.send((None, f"{type(err).__name__}: {message}"))
+        memory = "out of memory, " if is_out_of_memory(err) else ""  # the allocator refused: no kill needed
+        send.send((None, f"{memory}{type(err).__name__}: {message}"))
 
 
 def in_process(function, args: tuple) -> tuple[object, str | None]:
@@ -272,7 +273,8 @@ def measure_methods(dataset: str, params: dict, epochs: int, device: torch.devic
     (one chunk of the automatic size), with the ratios to APPNP's measured in the same run (only
     ratios carry across machines). With ``timeout_s`` each measurement runs in a process of its
     own (:func:`isolated`): one that fails, runs too long or is killed for memory becomes a note
-    in its row, and a chunk killed for memory is tried again at half its size."""
+    in its row, and a chunk out of memory (killed, or refused by the allocator) is tried again at
+    half its size."""
     graph = bench_graph(dataset, config.hparams_for(params, dataset))
     chunks = {}
     for method in methods or list(REGISTRY):
@@ -289,7 +291,7 @@ def measure_methods(dataset: str, params: dict, epochs: int, device: torch.devic
             if why is None:
                 break
             notes.append(f"chunk of {S}: {why}")
-            S = S // 2 if why.startswith("killed") and S > 1 else None
+            S = S // 2 if "out of memory" in why and S > 1 else None
         rows.append({"method": method, "single": single, "batched": batched, "chunk": S, "note": "; ".join(notes)})
         print(f"{dataset}/{method}: one seed {_ms(single)} ms/epoch, batched {_ms(batched)} ms/seed-epoch "
               f"(chunk {S}){' ' + rows[-1]['note'] if notes else ''}", flush=True)

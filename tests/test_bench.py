@@ -85,6 +85,10 @@ def _raise(message):
     raise ValueError(message)
 
 
+def _refuse_memory():
+    raise MemoryError("cannot allocate 24 GB")
+
+
 def _kill_self():
     import os
     import signal
@@ -100,6 +104,7 @@ def test_isolated_returns_a_result_or_says_why_not():
     assert bench.isolated(_answer, (41,), timeout_s=60) == (41, None)
     assert bench.isolated(_raise, ("bad value",), timeout_s=60) == (None, "ValueError: bad value")
     assert bench.isolated(_kill_self, (), timeout_s=60) == (None, "killed (out of memory)")
+    assert bench.isolated(_refuse_memory, (), timeout_s=60) == (None, "out of memory, MemoryError: cannot allocate 24 GB")
     assert bench.isolated(_sleep, (60,), timeout_s=3) == (None, "stopped after 3 s")
 
 
@@ -114,7 +119,9 @@ def test_a_chunk_killed_for_memory_is_tried_at_half_its_size(monkeypatch):
         tried.append(seeds)
         if seeds is None:
             return 10.0, None
-        return (2.0, None) if seeds <= 6 else (None, "killed (out of memory)")
+        if seeds > 12:
+            return None, "killed (out of memory)"
+        return (2.0, None) if seeds <= 6 else (None, "out of memory, RuntimeError: can't allocate")
 
     monkeypatch.setattr(bench, "isolated", fake_isolated)
     monkeypatch.setattr(bench, "chunk_size", lambda graph, hp, params, runs: 25)
@@ -122,7 +129,7 @@ def test_a_chunk_killed_for_memory_is_tried_at_half_its_size(monkeypatch):
     rows = bench.measure_methods("cora", params, 1, torch.device("cpu"), ["gcn", "graph_unet"], timeout_s=60)
     assert tried == [None, 25, 12, 6, None]  # graph_unet runs seed by seed: no chunk
     assert rows[0] == {"method": "gcn", "single": 10.0, "batched": 2.0, "chunk": 6,
-                       "note": "chunk of 25: killed (out of memory); chunk of 12: killed (out of memory)"}
+                       "note": "chunk of 25: killed (out of memory); chunk of 12: out of memory, RuntimeError: can't allocate"}
     assert rows[1]["chunk"] is None and rows[1]["batched"] is None
     table = "\n".join(bench.methods_table("cora", rows))
-    assert "| gcn | 10.00 | - | 2.00 | - | 6 |" in table and "chunk of 12: killed" in table
+    assert "| gcn | 10.00 | - | 2.00 | - | 6 |" in table and "chunk of 12: out of memory" in table
