@@ -209,7 +209,6 @@ def time_method(dataset: str, method: str, params: dict, epochs: int, device: to
                 seeds: int | None = None) -> float:
     """Table B.8's measure of one method, in this process: ms per epoch of one seed (training
     step + eval pass; ``seeds`` None), or ms per seed-epoch of one batched chunk of ``seeds``."""
-    params = config.load_params()
     graph = bench_graph(dataset, config.hparams_for(params, dataset))
     hp = dict(config.hparams_for(params, dataset, method), early_stop_window=0, epochs=epochs)
     if not has_real_graph(dataset):
