@@ -44,6 +44,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
     lines = [f"dvc repro will train {len(cells)} cells on {device}; seeds already trained with the same "
              f"settings are reused (each train stage says how many), so these times are upper bounds:"]
     total, unknown = 0.0, 0
+    memory = plan.machine_memory_bytes() if device == "cpu" else None
     for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
         if runs == 0:
@@ -51,6 +52,9 @@ def plan_lines(params: dict, device: str) -> list[str]:
             continue
         measured = plan.measured_per_seed(dataset, method, device=device)
         lines.append(f"  {dataset}/{method}: {runs} seeds, {plan.estimate(dataset, method, runs, measured=measured)}")
+        warning = plan.memory_warning(dataset, method, memory)
+        if warning:
+            lines.append(f"    {warning}")
         if measured is None:
             unknown += 1
         else:

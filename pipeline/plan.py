@@ -13,11 +13,13 @@ stage can print the whole plan quickly; the train stage repeats its own line wit
 from __future__ import annotations
 
 import csv
+import json
 import math
+import os
 from pathlib import Path
 from typing import NamedTuple
 
-from pipeline.paths import EVAL_ROOT
+from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
 from pipeline.progress import duration
 
 
@@ -110,3 +112,45 @@ def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
         return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
     per_seed, source = measured
     return f"~{duration(per_seed * seeds)} (at the committed run's {per_seed:.1f} s per seed of {source})"
+
+
+# Baselines whose first layer sends the input features themselves along every edge before any
+# linear map shrinks them (PyG's SGConv, ChebConv and MixHopConv: the gathered x_j and its
+# edge-weighted copy, two [messages, features] tensors at once; SAGEConv's mean: x_j alone).
+# Measured: SGC on Physics (530,417 messages of 8,415 features) was killed by the kernel with
+# one seed on this 23 GB machine; on CS (182,121 of 6,805) it ran.
+FEATURE_MESSAGE_COPIES = {"sgc": 2, "cheb": 2, "mixhop": 2, "sage": 1}
+BYTES_PER_FLOAT = 4
+
+
+def feature_messages_peak_bytes(dataset: str, method: str, data_root: Path = DATA_STATS_ROOT) -> int | None:
+    """Rough peak (bytes) of a method's first propagation of the input features: the message
+    copies over every edge and self-loop, the dense features, their propagated copy and the
+    cached result. Does not grow with the seeds (the shared input is propagated once). None
+    for the other methods, or where preprocess has not described the dataset yet."""
+    copies = FEATURE_MESSAGE_COPIES.get(method)
+    sizes_file = data_root / f"{dataset}.json"
+    if copies is None or not sizes_file.is_file():
+        return None
+    sizes = json.loads(sizes_file.read_text())
+    messages = sizes["directed_edges"] + sizes["nodes"]
+    return BYTES_PER_FLOAT * sizes["features"] * (copies * messages + 3 * sizes["nodes"])
+
+
+def machine_memory_bytes() -> int | None:
+    """This machine's physical memory, where the OS says (Linux, macOS)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def memory_warning(dataset: str, method: str, memory: int | None, data_root: Path = DATA_STATS_ROOT) -> str | None:
+    """A line for the plan where one seed's first propagation alone would pass ``memory``
+    (CPU training: the kernel then kills the train stage, which DVC reports as exit -9)."""
+    peak = feature_messages_peak_bytes(dataset, method, data_root)
+    if peak is None or memory is None or peak <= memory:
+        return None
+    return (f"warning: {dataset}/{method} passes its input features along every edge before any linear map, "
+            f"about {peak / 2**30:.0f} GiB at once for one seed, more than this machine's {memory / 2**30:.0f} GiB: "
+            "on CPU expect the kernel to kill its train stage (exit -9); a GPU with that much memory runs it")

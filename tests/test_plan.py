@@ -68,3 +68,32 @@ def test_a_cell_never_run_borrows_its_methods_figure_on_the_nearest_dataset_scal
     write_table(tmp_path, "cora", "gcn", [(200, 5.0, "cuda (NVIDIA H200)")])
     seconds, source = plan.measured_per_seed("computers", "gcn", tmp_path)  # no donor left: CAD-Net's own
     assert source.startswith("computers/cadnet;") and seconds == 120.0
+
+
+def write_sizes(root, dataset, nodes, directed_edges, features):
+    root.mkdir(exist_ok=True)
+    (root / f"{dataset}.json").write_text(
+        f'{{"nodes": {nodes}, "directed_edges": {directed_edges}, "features": {features}, "classes": 3}}')
+
+
+def test_the_first_propagation_of_the_input_features_is_sized_by_its_message_copies(tmp_path):
+    # 10 nodes, 30 directed edges: 40 messages with the self-loops. SGC's layer holds the
+    # gathered and the weighted messages (2 x 40 rows) besides 3 node-sized copies; SAGE's mean
+    # only the gathered ones; GCN shrinks the features first and is not sized here.
+    write_sizes(tmp_path, "tiny", nodes=10, directed_edges=30, features=100)
+    assert plan.feature_messages_peak_bytes("tiny", "sgc", tmp_path) == 4 * 100 * (2 * 40 + 3 * 10)
+    assert plan.feature_messages_peak_bytes("tiny", "sage", tmp_path) == 4 * 100 * (40 + 3 * 10)
+    assert plan.feature_messages_peak_bytes("tiny", "gcn", tmp_path) is None
+    assert plan.feature_messages_peak_bytes("unknown", "sgc", tmp_path) is None
+
+
+def test_the_plan_warns_where_one_seed_would_pass_the_machines_memory(tmp_path):
+    # Physics' sizes: SGC was killed there with one seed on a 23 GB machine; CS's ran
+    write_sizes(tmp_path, "physics", nodes=34493, directed_edges=495924, features=8415)
+    write_sizes(tmp_path, "cs", nodes=18333, directed_edges=163788, features=6805)
+    memory = 23 * 10**9
+    warning = plan.memory_warning("physics", "sgc", memory, tmp_path)
+    assert warning.startswith("warning: physics/sgc") and "36 GiB" in warning and "21 GiB" in warning
+    assert plan.memory_warning("cs", "sgc", memory, tmp_path) is None
+    assert plan.memory_warning("physics", "gcn", memory, tmp_path) is None
+    assert plan.memory_warning("physics", "sgc", None, tmp_path) is None  # memory unknown: no guess
