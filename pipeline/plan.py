@@ -102,16 +102,20 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT,
 
 
 def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
-             measured: tuple[float, str] | None = None, device: str = "cpu") -> str:
+             measured: tuple[float, str] | None = None, device: str = "cpu", side_by_side: int = 1) -> str:
     """``~12 min (at the committed run's 7.2 s per seed of cora/cadnet)``, or why there is none
-    (``measured``: :func:`measured_per_seed`'s answer, where the caller has it already)."""
+    (``measured``: :func:`measured_per_seed`'s answer, where the caller has it already).
+    ``side_by_side``: seeds trained at once in worker processes (the single engine on CPU), each
+    as fast as the per-seed figure, which was measured in such a worker."""
     if seeds == 0:
         return "nothing to train"
     measured = measured or measured_per_seed(dataset, method, eval_root, device)
     if measured is None:
         return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
     per_seed, source = measured
-    return f"~{duration(per_seed * seeds)} (at the committed run's {per_seed:.1f} s per seed of {source})"
+    at_once = max(1, min(side_by_side, seeds))
+    return (f"~{duration(per_seed * seeds / at_once)} (at the committed run's {per_seed:.1f} s per seed of {source}"
+            + (f"; {at_once} seeds at a time" if at_once > 1 else "") + ")")
 
 
 # Baselines whose first layer sends the input features themselves along every edge before any

@@ -69,3 +69,14 @@ def test_the_plan_warns_under_a_cell_whose_one_seed_would_pass_the_machines_memo
     sgc = next(i for i, line in enumerate(lines) if "cora/sgc: 3 seeds" in line)
     assert lines[sgc + 1].strip().startswith("warning: cora/sgc passes its input features along every edge")
     assert not any("warning: cora/gcn" in line or "warning: cora/cadnet" in line for line in lines)
+
+
+def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(workdir, capsys, monkeypatch):
+    """AGNN cannot be batched: the single engine trains n_jobs of its seeds at once on CPU."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS, device="cpu",
+                  n_jobs=2, baselines={"datasets": ["cora"], "methods": ["gcn", "agnn"], "runs": {"cora": {}}})
+    monkeypatch.setattr(check.plan, "measured_per_seed", lambda *args, **kwargs: (60.0, "a figure"))
+    check.main([])
+    err = capsys.readouterr().err
+    assert "cora/gcn: 4 seeds, ~4.0 min" in err and "cora/agnn: 4 seeds, ~2.0 min" in err
+    assert "all cells: ~10.0 min" in err  # cadnet 4 + gcn 4 + agnn 2

@@ -97,3 +97,11 @@ def test_the_plan_warns_where_one_seed_would_pass_the_machines_memory(tmp_path):
     assert plan.memory_warning("cs", "sgc", memory, tmp_path) is None
     assert plan.memory_warning("physics", "gcn", memory, tmp_path) is None
     assert plan.memory_warning("physics", "sgc", None, tmp_path) is None  # memory unknown: no guess
+
+
+def test_seeds_trained_side_by_side_in_workers_divide_the_estimate(tmp_path):
+    write_table(tmp_path, "cora", "agnn", [(100, 600.0, "cpu")])  # 60 s per seed, in its worker
+    assert plan.estimate("cora", "agnn", 4, tmp_path).startswith("~4.0 min")
+    two = plan.estimate("cora", "agnn", 4, tmp_path, side_by_side=2)
+    assert two.startswith("~2.0 min") and "2 seeds at a time" in two
+    assert plan.estimate("cora", "agnn", 1, tmp_path, side_by_side=2).startswith("~60 s")  # one seed: no one beside it
