@@ -1,4 +1,5 @@
-"""What will be trained, how long it will take, and where one seed will not fit in memory, said before any training starts.
+"""What will be trained, how long it will take, and where one seed will not fit in memory, said
+before any training starts.
 
 The estimate is the committed run's own measurement of the same cell (``reports/eval/<dataset>/
 <method>.csv``: wall time per seed-epoch and epochs per seed) times the seeds to train. A cell
