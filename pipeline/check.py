@@ -66,7 +66,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
         if measured is None:
             unknown += 1
         else:
-            total += measured[0] * runs / min(side_by_side, runs)
+            total += measured[0] * runs / plan.seeds_at_once(runs, side_by_side)
     lines.append(f"  all cells: ~{duration(total)} at the committed run's speed"
                  + (f", plus {unknown} cells without a measured figure" if unknown else ""))
     return lines

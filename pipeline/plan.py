@@ -114,9 +114,14 @@ def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
     if measured is None:
         return f"no measured figure for {dataset} yet (run `python -m pipeline.bench --datasets {dataset}`)"
     per_seed, source = measured
-    at_once = max(1, min(side_by_side, seeds))
+    at_once = seeds_at_once(seeds, side_by_side)
     return (f"~{duration(per_seed * seeds / at_once)} (at the committed run's {per_seed:.1f} s per seed of {source}"
             + (f"; {at_once} seeds at a time" if at_once > 1 else "") + ")")
+
+
+def seeds_at_once(seeds: int, side_by_side: int) -> int:
+    """How many of a cell's ``seeds`` train at once: no more than there are (at least one)."""
+    return max(1, min(side_by_side, seeds))
 
 
 # Baselines whose first layer sends the input features themselves along every edge before any
