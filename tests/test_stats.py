@@ -207,6 +207,17 @@ def test_table2_significance_and_claims_from_the_baselines_that_ran(evaluated):
     assert "2.78e-36" in results  # the paper's p-value beside ours
     assert "CAD-Net best of the 2 baselines run here: holds (CAD-Net 83.60, APPNP 83.00)" in results
     assert "significantly better (paired t-test, p < 0.05): does not hold" in results
+    assert "significantly better (paired t-test, p < 0.05): does not hold (p = " + f"{expected_p:.2e})" in results
+
+
+def test_a_claim_names_the_baseline_that_is_significantly_ahead_of_cadnet():
+    metrics = {"computers": {"cadnet": {"test_acc": {"mean": 81.0}}, "gat": {"test_acc": {"mean": 82.5}}}}
+    compared = [{"dataset": "computers", "runner_up": "gat", "p_value": 0.001}]
+    line = stats.claims_markdown(compared, metrics)[-1]
+    assert "best of the 1 baseline run here: does not hold (CAD-Net 81.00, GAT 82.50)" in line
+    assert line.endswith("does not hold (p = 1.00e-03; GAT is significantly better)")
+    compared[0]["p_value"] = 0.2  # behind, but not significantly
+    assert stats.claims_markdown(compared, metrics)[-1].endswith("does not hold (p = 2.00e-01)")
 
 
 def test_a_paper_cell_marked_oom_is_shown_as_such(evaluated):
@@ -239,7 +250,7 @@ def test_timing_keeps_each_device_on_its_own_row():
                     "| photo | cadnet | batched (chunk of 1) | cuda (NVIDIA H200) (1 seeds) | 4.00 | 12.79 |"]
 
 
-def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_and_engine():
+def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_engine_and_chunk():
     def table(ms, device, engine="batched (chunk of 2)"):
         return pd.DataFrame({"seed": [0, 1], "ms_per_seed_epoch": ms, "engine": [engine] * 2, "device": [device] * 2})
 
@@ -249,12 +260,15 @@ def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_and_en
                                     ("photo", "cadnet"): table([40.0, 40.0], "cpu"),
                                     ("photo", "appnp"): table([20.0, 20.0], "cpu"),
                                     ("pubmed", "cadnet"): table([10.0, 10.0], "cpu"),
-                                    ("pubmed", "appnp"): table([2.0, 2.0], "cuda (NVIDIA H200)")}, paper)
-    assert lines[0] == ("- **cora**, time per epoch on cpu (batched): CAD-Net / APPNP = 0.60 (paper 1.11); "
+                                    ("pubmed", "appnp"): table([2.0, 2.0], "cuda (NVIDIA H200)"),
+                                    ("physics", "cadnet"): table([10.0, 10.0], "cpu", "batched (chunk of 100)"),
+                                    ("physics", "appnp"): table([5.0, 5.0], "cpu", "batched (chunk of 25)")}, paper)
+    assert lines[0] == ("- **cora**, time per epoch on cpu (batched (chunk of 2)): CAD-Net / APPNP = 0.60 (paper 1.11); "
                         "on par or cheaper (at most 1.6x): holds")
-    assert lines[1].startswith("- **photo**, time per epoch on cpu (batched): CAD-Net / APPNP = 2.00 (paper 1.53)")
+    assert lines[1].startswith("- **photo**, time per epoch on cpu (batched (chunk of 2)): CAD-Net / APPNP = 2.00 (paper 1.53)")
     assert lines[1].endswith("does not hold")
     assert lines[2].startswith("- **pubmed**, time per epoch: not comparable here")
+    assert lines[3].startswith("- **physics**, time per epoch: not comparable here")  # chunks of 100 and 25
 
 
 def test_a_baseline_still_improving_at_its_last_epoch_is_flagged_in_table2_and_the_claims():
