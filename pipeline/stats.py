@@ -294,10 +294,10 @@ def time_claim_lines(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -
             lines.append(f"- **{dataset}**, time per epoch: not comparable here (CAD-Net and APPNP trained on "
                          f"different devices, engines or chunk sizes; `python -m pipeline.bench` times both in one run)")
             continue
-        for device, kind in common:
-            ratio = means["cadnet"][(device, kind)] / means["appnp"][(device, kind)]
+        for device, engine in common:
+            ratio = means["cadnet"][(device, engine)] / means["appnp"][(device, engine)]
             verdict = "holds" if ratio <= ON_PAR_FACTOR else "does not hold"
-            lines.append(f"- **{dataset}**, time per epoch on {device} ({kind}): CAD-Net / APPNP = {ratio:.2f} "
+            lines.append(f"- **{dataset}**, time per epoch on {device}, {engine}: CAD-Net / APPNP = {ratio:.2f} "
                          f"({paper_text}); on par or cheaper (at most {ON_PAR_FACTOR}x): {verdict}")
     return lines
 

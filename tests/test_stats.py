@@ -263,9 +263,9 @@ def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_engine
                                     ("pubmed", "appnp"): table([2.0, 2.0], "cuda (NVIDIA H200)"),
                                     ("physics", "cadnet"): table([10.0, 10.0], "cpu", "batched (chunk of 100)"),
                                     ("physics", "appnp"): table([5.0, 5.0], "cpu", "batched (chunk of 25)")}, paper)
-    assert lines[0] == ("- **cora**, time per epoch on cpu (batched (chunk of 2)): CAD-Net / APPNP = 0.60 (paper 1.11); "
+    assert lines[0] == ("- **cora**, time per epoch on cpu, batched (chunk of 2): CAD-Net / APPNP = 0.60 (paper 1.11); "
                         "on par or cheaper (at most 1.6x): holds")
-    assert lines[1].startswith("- **photo**, time per epoch on cpu (batched (chunk of 2)): CAD-Net / APPNP = 2.00 (paper 1.53)")
+    assert lines[1].startswith("- **photo**, time per epoch on cpu, batched (chunk of 2): CAD-Net / APPNP = 2.00 (paper 1.53)")
     assert lines[1].endswith("does not hold")
     assert lines[2].startswith("- **pubmed**, time per epoch: not comparable here")
     assert lines[3].startswith("- **physics**, time per epoch: not comparable here")  # chunks of 100 and 25
