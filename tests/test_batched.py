@@ -53,11 +53,15 @@ def assert_same_run(batched: dict, single: dict) -> None:
     assert batched["seed"] == single["seed"]
     assert batched["epochs_run"] == single["epochs_run"]
     assert batched["selected_epoch"] == single["selected_epoch"]
+    # The two paths add in different orders, and 20 epochs at lr 0.1 amplify float32 rounding:
+    # up to 3e-4 relative by the last epochs on an AMD EPYC (below 1e-4 on an Intel Xeon). A
+    # wrong term, a seed's parameters mixed with another's or a mask of the wrong seed moves
+    # these by percents, so 1e-3 still tells them apart.
     for key, values in single["history"].items():
-        np.testing.assert_allclose(batched["history"][key], values, rtol=1e-4, atol=1e-5, err_msg=key)
+        np.testing.assert_allclose(batched["history"][key], values, rtol=1e-3, atol=1e-4, err_msg=key)
     assert batched["test_acc"] == pytest.approx(single["test_acc"], abs=1e-6)
-    assert batched["best_val_loss"] == pytest.approx(single["best_val_loss"], rel=1e-4)
-    torch.testing.assert_close(batched["gamma"], single["gamma"], rtol=1e-4, atol=1e-5)
+    assert batched["best_val_loss"] == pytest.approx(single["best_val_loss"], rel=1e-3)
+    torch.testing.assert_close(batched["gamma"], single["gamma"], rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.parametrize("method", BATCHED_METHODS)
