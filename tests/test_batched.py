@@ -54,9 +54,10 @@ def assert_same_run(batched: dict, single: dict) -> None:
     assert batched["epochs_run"] == single["epochs_run"]
     assert batched["selected_epoch"] == single["selected_epoch"]
     # The two paths add in different orders, and 20 epochs at lr 0.1 amplify float32 rounding:
-    # up to 3e-4 relative by the last epochs on an AMD EPYC (below 1e-4 on an Intel Xeon). A
-    # wrong term, a seed's parameters mixed with another's or a mask of the wrong seed moves
-    # these by percents, so 1e-3 still tells them apart.
+    # up to 2e-4 relative by the last epochs (rw_pull, tf_rw) in a clean-clone CI run on a
+    # 2-core AMD EPYC, 5e-5 in another environment on the same machine. A seed's parameters
+    # mixed with another's, a mask of the wrong seed or a wrong term moves these by percents
+    # (tf_rw, seed 1's history against seed 0's: 25%), so 1e-3 still tells them apart.
     for key, values in single["history"].items():
         np.testing.assert_allclose(batched["history"][key], values, rtol=1e-3, atol=1e-4, err_msg=key)
     assert batched["test_acc"] == pytest.approx(single["test_acc"], abs=1e-6)
