@@ -333,6 +333,10 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         # Coauthor: features as read, which the train stage renormalises by this rule)
         protocol = ((params.get("baselines") or {}).get("protocol") or {}).get(dataset) or {}
         resolved.update({k: v for k, v in protocol.items() if k in resolved})
+        # and the baseline's own per-dataset value beats the protocol's (ChebNet's source
+        # row-normalises its features where Shchur et al.'s protocol reads them as they are)
+        own_row = ((params.get("method_hparams") or {}).get(method) or {}).get(dataset) or {}
+        resolved.update({k: v for k, v in own_row.items() if k in resolved and k in BASELINE_PROTOCOL_KEYS})
     else:
         protocol = {}
     resolved.update(entry.fixed)
@@ -347,12 +351,17 @@ def _own_hparams(params: dict, dataset: str, method: str, protocol: dict) -> dic
     """The method's own keys from `method_hparams.<method>`: per-dataset values win, then the
     dataset's baseline ``protocol``, then the method's default."""
     allowed = REGISTRY[method].own_keys
+    # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
+    per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (REGISTRY[method].table_keys or ()))
     own = (params.get("method_hparams") or {}).get(method) or {}
     per_dataset = own.get(dataset) or {}
     for where, mapping in ((f"method_hparams.{method}", own), (f"method_hparams.{method}.{dataset}", per_dataset)):
+        keys = allowed + per_dataset_only if mapping is per_dataset else allowed
         for key in mapping:
-            if key not in allowed and not (mapping is own and key in DATASETS):
-                raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(allowed) or 'none'}")
+            if key not in keys and not (mapping is own and key in DATASETS):
+                raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(keys) or 'none'}")
+            if key in per_dataset_only:
+                _check_hparam(f"{where}.{key}", key, mapping[key])
     values = {}
     for key in allowed:
         value = per_dataset.get(key, protocol.get(key, own.get(key)))

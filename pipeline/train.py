@@ -448,8 +448,11 @@ def main(argv: list[str]) -> None:
     seeds = sync_seeds(dataset, method, runs, fingerprint)
     run_dir = RUNS_ROOT / dataset / method
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
+    # the single engine on CPU trains n_jobs seeds side by side, as check.py's plan assumes
+    side_by_side = effective_n_jobs(params.get("n_jobs", -1)) if engine == "single" and device.type == "cpu" else 1
+    estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side)
     print(f"train {where}: {runs} seeds, {runs - len(seeds)} reused, {len(seeds)} to train "
-          f"({engine}, {how}, {device.type}); {plan.estimate(dataset, method, len(seeds), device=device.type)}", file=sys.stderr)
+          f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
     if blocks:
         pending = set(seeds)
         batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]

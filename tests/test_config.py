@@ -576,6 +576,39 @@ def test_a_baselines_protocol_applies_to_the_baselines_of_its_dataset_below_thei
     assert (cadnet["normalize_features"], cadnet["epochs"]) == ("clamped_sum", loaded["hparams"]["photo"]["epochs"])
 
 
+def test_a_baselines_own_row_for_a_dataset_may_renormalise_its_features_against_the_protocol(workdir):
+    """ChebNet's source row-normalises its features: method_hparams.cheb.photo.normalize_features
+    beats Photo's protocol (features as read) for ChebNet there only."""
+    baselines = {"datasets": ["cora", "photo"], "methods": ["cheb", "gcn"], "runs": {},
+                 "protocol": {"photo": {"normalize_features": False, "epochs": 1000, "early_stop_window": 50}}}
+    params = params_with(datasets=["cora", "photo"], methods=["cadnet"], baselines=baselines,
+                         variants={"datasets": [], "methods": [], "runs": {}})
+    params["method_hparams"]["cheb"]["photo"] = {"normalize_features": "clamped_sum"}
+    loaded = load(workdir, params)
+    cheb = config.hparams_for(loaded, "photo", "cheb")
+    assert (cheb["normalize_features"], cheb["epochs"], cheb["early_stop_window"]) == ("clamped_sum", 1000, 50)
+    assert config.hparams_for(loaded, "photo", "gcn")["normalize_features"] is False
+    assert config.hparams_for(loaded, "cora", "cheb")["normalize_features"] == "clamped_sum"
+
+
+@pytest.mark.parametrize("method, row, message", [
+    ("cheb", {"normalize_features": "l2"}, ["method_hparams.cheb.photo.normalize_features", "'l2'"]),
+    ("cheb", {"self_loops": True}, ["method_hparams.cheb.photo.self_loops", "unknown key", "normalize_features"]),
+    ("symna", {"normalize_features": False}, ["method_hparams.symna.photo.normalize_features", "unknown key"]),
+])
+def test_a_methods_own_row_for_a_dataset_takes_only_its_keys_and_a_baselines_protocol_keys(workdir, method, row, message):
+    """Only a baseline takes the protocol's keys, checked like the protocol's own values; a
+    Table 3 variant has CAD-Net's row and no protocol."""
+    params = params_with(datasets=["photo"], methods=["cadnet"],
+                         baselines={"datasets": ["photo"], "methods": ["cheb"], "runs": {}, "protocol": {}},
+                         variants={"datasets": ["photo"], "methods": ["symna"], "runs": {}})
+    params["method_hparams"][method]["photo"] = row
+    loaded = load(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "photo", method)
+    assert_one_line(info.value, *message)
+
+
 @pytest.mark.parametrize("protocol, message", [
     ({"photo": {"normalize_features": "l2"}}, ["baselines.protocol.photo.normalize_features", "'l2'"]),
     ({"photo": {"epochs": 0}}, ["baselines.protocol.photo.epochs", "got 0"]),

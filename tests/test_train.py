@@ -278,6 +278,33 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
     assert records[2]["history"] == reference["history"] and records[2]["test_acc"] == reference["test_acc"]
 
 
+@pytest.mark.parametrize("batched, n_jobs, side_by_side", [(False, 2, 2), (True, 2, 1), (False, 1, 1)])
+def test_the_printed_estimate_counts_the_seeds_trained_side_by_side(workdir, monkeypatch, batched, n_jobs, side_by_side):
+    """The single engine on CPU trains n_jobs seeds at once; the stage's estimate divides by that, as check's plan does."""
+    import dataclasses
+
+    from pipeline.methods import REGISTRY
+
+    monkeypatch.setitem(REGISTRY, "cadnet", dataclasses.replace(REGISTRY["cadnet"], batched=batched))
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, n_jobs=n_jobs, device="cpu",
+                  variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}})
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    asked = {}
+
+    class Estimated(Exception):
+        pass
+
+    def estimate(*args, **kwargs):
+        asked.update(kwargs)
+        raise Estimated  # nothing to train past this point
+
+    monkeypatch.setattr(train.plan, "estimate", estimate)
+    with pytest.raises(Estimated):
+        train.main(["cora", "cadnet"])
+    assert asked.get("side_by_side", 1) == side_by_side
+
+
 def _process_id(_):
     import os
 

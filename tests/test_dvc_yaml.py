@@ -1,0 +1,60 @@
+"""dvc.yaml against the code: each stage lists, as file dependencies, the pipeline modules its
+command imports, so that `dvc repro` reruns a stage whose code changed. A module left out here
+must be bookkeeping that cannot change a stage's outputs."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+import yaml
+
+from conftest import PROJECT_ROOT
+from pipeline.methods import REGISTRY
+
+PACKAGE = PROJECT_ROOT / "pipeline"
+
+# Modules whose edits cannot change what a stage writes, so they are not dependencies.
+BOOKKEEPING = {
+    "paths": "where files live: a moved output shows up in `dvc status` as a changed output anyway",
+    "progress": "progress bars and printed durations",
+    "plan": "the printed plan and the chunk sizes; a seed does not depend on its chunk (tests/test_train.py)",
+    "check": "for train, the device name only; the check stage's own output is every stage's dependency",
+}
+
+
+def imported_pipeline_modules(module: str) -> set[str]:
+    """``module`` and the ``pipeline`` modules it imports itself (imports inside functions included).
+    Not transitively: config imports the method registry to validate names, which does not make
+    the download stage depend on the registry."""
+    found = {module}
+    for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "pipeline":
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("pipeline.")}
+    return found
+
+
+def stages() -> dict:
+    return yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def test_the_import_walk_follows_every_import_form():
+    # each import form once: `from pipeline import config, plan`, `from pipeline.methods import ...`
+    assert imported_pipeline_modules("check") == {"check", "config", "plan", "methods", "paths", "progress"}
+    assert "batched" in imported_pipeline_modules("train")
+
+
+@pytest.mark.parametrize("name", sorted(stages()))
+def test_a_stage_depends_on_the_code_it_runs(name):
+    stage = stages()[name]
+    module = stage["cmd"].split()[2].removeprefix("pipeline.")
+    needed = imported_pipeline_modules(module)
+    if module == "train":  # the registry's builders are imported by name at run time
+        for builder in {entry.builder.split(":")[0].removeprefix("pipeline.") for entry in REGISTRY.values()}:
+            needed |= imported_pipeline_modules(builder)
+    listed = {dep.removeprefix("pipeline/").removesuffix(".py") for dep in stage["deps"] if dep.startswith("pipeline/")}
+    missing = sorted(needed - listed - set(BOOKKEEPING) - {"__init__"})
+    assert not missing, f"dvc.yaml stage {name!r} runs pipeline.{module} but does not depend on {missing}"
