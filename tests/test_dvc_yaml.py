@@ -17,7 +17,7 @@ PACKAGE = PROJECT_ROOT / "pipeline"
 BOOKKEEPING = {
     "paths": "where files live: a moved output shows up in `dvc status` as a changed output anyway",
     "progress": "progress bars and printed durations",
-    "plan": "the printed plan and the chunk sizes; a seed does not depend on its chunk (tests/test_train.py)",
+    "plan": "the printed plan: its time estimates and memory warnings",
     "check": "for train, the device name only; the check stage's own output is every stage's dependency",
 }
 
