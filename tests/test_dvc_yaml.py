@@ -1,5 +1,5 @@
 """dvc.yaml against the code: each stage lists, as file dependencies, the pipeline modules its
-command imports, so that `dvc repro` reruns a stage whose code changed. A module left out here
+command imports (a train stage also the builder modules its seeds' fingerprint covers), so that `dvc repro` reruns a stage whose code changed. A module left out here
 must be bookkeeping that cannot change a stage's outputs."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import yaml
 
 from conftest import PROJECT_ROOT
 from pipeline.methods import REGISTRY
+from pipeline.train import builder_modules
 
 PACKAGE = PROJECT_ROOT / "pipeline"
 
@@ -52,9 +53,8 @@ def test_a_stage_depends_on_the_code_it_runs(name):
     stage = stages()[name]
     module = stage["cmd"].split()[2].removeprefix("pipeline.")
     needed = imported_pipeline_modules(module)
-    if module == "train":  # the registry's builders are imported by name at run time
-        for builder in {entry.builder.split(":")[0].removeprefix("pipeline.") for entry in REGISTRY.values()}:
-            needed |= imported_pipeline_modules(builder)
+    if module == "train":  # the registry's builders, imported by name at run time: the code the fingerprint covers
+        needed |= {path.stem for method in REGISTRY for path in builder_modules(method)}
     listed = {dep.removeprefix("pipeline/").removesuffix(".py") for dep in stage["deps"] if dep.startswith("pipeline/")}
     missing = sorted(needed - listed - set(BOOKKEEPING) - {"__init__"})
     assert not missing, f"dvc.yaml stage {name!r} runs pipeline.{module} but does not depend on {missing}"
