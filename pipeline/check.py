@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import sys
 
-from joblib import effective_n_jobs
-
 from pipeline import config, plan
 from pipeline.methods import REGISTRY
 from pipeline.paths import CHECKED_FILE, PARAMS_FILE, seed_count_file
@@ -48,15 +46,13 @@ def plan_lines(params: dict, device: str) -> list[str]:
              f"settings are reused (each train stage says how many), so these times are upper bounds:"]
     total, unknown = 0.0, 0
     memory = plan.machine_memory_bytes() if device == "cpu" else None
-    # the single engine trains seeds side by side in worker processes on CPU (pipeline/train.py)
-    workers = effective_n_jobs(params.get("n_jobs", -1)) if device == "cpu" else 1
     for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
         if runs == 0:
             lines.append(f"  {dataset}/{method}: not run (runs 0)")
             continue
         single = params.get("engine", "batched") == "single" or not REGISTRY[method].batched
-        side_by_side = workers if single else 1
+        side_by_side = plan.workers_side_by_side(single, device, params.get("n_jobs", -1))
         measured = plan.measured_per_seed(dataset, method, device=device)
         lines.append(f"  {dataset}/{method}: {runs} seeds, "
                      + plan.estimate(dataset, method, runs, measured=measured, side_by_side=side_by_side))

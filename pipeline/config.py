@@ -327,6 +327,8 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         else:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
     entry = REGISTRY[method]
+    own = (params.get("method_hparams") or {}).get(method) or {}
+    per_dataset = own.get(dataset) or {}
     if entry.table_keys is not None:  # a baseline: only the protocol comes from CAD-Net's table
         resolved = {k: resolved[k] for k in entry.table_keys}
         # and the baselines' own protocol on this dataset beats it (Shchur et al. on Amazon/
@@ -335,26 +337,24 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         resolved.update({k: v for k, v in protocol.items() if k in resolved})
         # and the baseline's own per-dataset value beats the protocol's (ChebNet's source
         # row-normalises its features where Shchur et al.'s protocol reads them as they are)
-        own_row = ((params.get("method_hparams") or {}).get(method) or {}).get(dataset) or {}
-        resolved.update({k: v for k, v in own_row.items() if k in resolved and k in BASELINE_PROTOCOL_KEYS})
+        resolved.update({k: v for k, v in per_dataset.items() if k in resolved and k in BASELINE_PROTOCOL_KEYS})
     else:
         protocol = {}
     resolved.update(entry.fixed)
-    resolved.update(_own_hparams(params, dataset, method, protocol))
+    resolved.update(_own_hparams(own, per_dataset, dataset, method, protocol))
     for key in METHOD_RULES:
         if key in resolved:
             _check_hparam(f"{method}.{key}", key, resolved[key])
     return resolved
 
 
-def _own_hparams(params: dict, dataset: str, method: str, protocol: dict) -> dict:
-    """The method's own keys from `method_hparams.<method>`: per-dataset values win, then the
-    dataset's baseline ``protocol``, then the method's default."""
+def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protocol: dict) -> dict:
+    """The method's own keys from ``own`` (`method_hparams.<method>`): ``per_dataset`` values
+    (`method_hparams.<method>.<dataset>`) win, then the dataset's baseline ``protocol``, then
+    the method's default."""
     allowed = REGISTRY[method].own_keys
     # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
     per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (REGISTRY[method].table_keys or ()))
-    own = (params.get("method_hparams") or {}).get(method) or {}
-    per_dataset = own.get(dataset) or {}
     for where, mapping in ((f"method_hparams.{method}", own), (f"method_hparams.{method}.{dataset}", per_dataset)):
         keys = allowed + per_dataset_only if mapping is per_dataset else allowed
         for key in mapping:

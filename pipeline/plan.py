@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from joblib import effective_n_jobs
+
 from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
 from pipeline.progress import duration
 
@@ -117,6 +119,13 @@ def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
     at_once = seeds_at_once(seeds, side_by_side)
     return (f"~{duration(per_seed * seeds / at_once)} (at the committed run's {per_seed:.1f} s per seed of {source}"
             + (f"; {at_once} seeds at a time" if at_once > 1 else "") + ")")
+
+
+def workers_side_by_side(single_engine: bool, device: str, n_jobs: int) -> int:
+    """Seeds trained at once in worker processes: one per joblib worker for the single engine on
+    CPU (pipeline/train.py), else one (a batched chunk is timed per seed already; CUDA runs
+    seeds one after another)."""
+    return effective_n_jobs(n_jobs) if single_engine and device == "cpu" else 1
 
 
 def seeds_at_once(seeds: int, side_by_side: int) -> int:

@@ -339,22 +339,44 @@ def _train_seed_in_worker(dataset: str, rule, hp: dict, method: str, seed: int) 
 
 def graph_sizes(graph: dict, hp: dict) -> dict:
     """What :func:`estimate_peak_bytes` needs. It models CAD-Net's batched network; for a
-    baseline (no K, heads of width hidden) it is a proxy of the same order."""
+    baseline (no K, heads of width hidden) it is a proxy of the same order. A method that
+    trains on a diffusion's top-k sparsified graph (PPR, HK, GDC) has at most k edges a node
+    there, not the graph's as read (PubMed: 2.5M instead of 88k)."""
+    nodes = graph["y"].size(0)
+    edges = nodes * min(hp["diffusion_topk"], nodes) if "diffusion_topk" in hp else graph["edge_index"].size(1)
     hidden = hp.get("hidden", graph["num_classes"]) * hp.get("heads", 1)
-    return dict(nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1), features=graph["x"].size(1),
+    return dict(nodes=nodes, directed_edges=edges, features=graph["x"].size(1),
                 feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hidden, K=hp.get("K", 2))
+
+
+# GDC's first GCN layer sends a hidden-wide message along each of its ~128 edges a node; the
+# message and its gradient (about two floats a unit) dominate its memory, which the CAD-Net
+# model above does not count. Measured (peak RSS over 5 epochs, 1 seed against 4 or 5, hidden
+# 64): 473 bytes per edge and seed on Cora, 480 on CiteSeer; 480 / 64 = 7.5 bytes a unit. The
+# other baselines have 2-20 edges a node, where the proxy held (README: the chunks that ran
+# out of memory).
+GDC_MESSAGE_BYTES_PER_UNIT = 7.5
+
+
+def peak_bytes(graph: dict, hp: dict, seeds: int) -> int:
+    """Estimated peak memory of training ``seeds`` seeds of a cell in one chunk."""
+    sizes = graph_sizes(graph, hp)
+    peak = estimate_peak_bytes(**sizes, seeds=seeds)
+    if hp.get("baseline") == "gdc":
+        peak += int(GDC_MESSAGE_BYTES_PER_UNIT * sizes["hidden"] * sizes["directed_edges"] * seeds)
+    return peak
 
 
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
     """Seeds per batched chunk: at most ``seed_chunk`` (``auto``: no limit), fewer where the
     estimated peak memory would pass ``memory_budget_gb``, evened out over the chunks needed.
-    A seed's result does not depend on its chunk, so this is a matter of speed and memory only."""
+    CAD-Net's seeds do not depend on their chunk; a baseline's share its chunk's dropout
+    stream, so its fingerprint records the size (:func:`main`)."""
     if runs == 0:  # a cell set to 0 runs trains nothing; any size will do
         return 1
     limit = runs if params.get("seed_chunk", "auto") == "auto" else min(params["seed_chunk"], runs)
     budget = params.get("memory_budget_gb", 6) * 2**30
-    sizes = graph_sizes(graph, hp)
-    fits = max([s for s in range(1, limit + 1) if estimate_peak_bytes(**sizes, seeds=s) <= budget], default=1)
+    fits = max([s for s in range(1, limit + 1) if peak_bytes(graph, hp, s) <= budget], default=1)
     chunks = -(-runs // fits)
     return -(-runs // chunks)
 
@@ -368,7 +390,7 @@ def fixed_blocks(pending: list[int], size: int, runs: int) -> list[list[int]]:
 
 def check_memory(graph: dict, hp: dict, params: dict, where: str) -> None:
     """Refuse, before anything is trained or moved, settings whose single seed would not fit."""
-    one_seed = estimate_peak_bytes(**graph_sizes(graph, hp), seeds=1)
+    one_seed = peak_bytes(graph, hp, 1)
     budget = params.get("memory_budget_gb", 6)
     if one_seed > budget * 2**30:
         raise config.ConfigError(
@@ -448,8 +470,7 @@ def main(argv: list[str]) -> None:
     seeds = sync_seeds(dataset, method, runs, fingerprint)
     run_dir = RUNS_ROOT / dataset / method
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
-    # the single engine on CPU trains n_jobs seeds side by side, as check.py's plan assumes
-    side_by_side = effective_n_jobs(params.get("n_jobs", -1)) if engine == "single" and device.type == "cpu" else 1
+    side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
     estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side)
     print(f"train {where}: {runs} seeds, {runs - len(seeds)} reused, {len(seeds)} to train "
           f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)

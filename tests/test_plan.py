@@ -1,6 +1,8 @@
 """pipeline/plan.py: what will be trained, and how long it will take, said before training."""
 from __future__ import annotations
 
+import pytest
+
 from pipeline import plan
 
 
@@ -97,6 +99,12 @@ def test_the_plan_warns_where_one_seed_would_pass_the_machines_memory(tmp_path):
     assert plan.memory_warning("cs", "sgc", memory, tmp_path) is None
     assert plan.memory_warning("physics", "gcn", memory, tmp_path) is None
     assert plan.memory_warning("physics", "sgc", None, tmp_path) is None  # memory unknown: no guess
+
+
+@pytest.mark.parametrize("single_engine, device, n_jobs, expected",
+                         [(True, "cpu", 2, 2), (True, "cpu", 1, 1), (False, "cpu", 2, 1), (True, "cuda", 2, 1)])
+def test_only_the_single_engine_on_cpu_trains_seeds_side_by_side(single_engine, device, n_jobs, expected):
+    assert plan.workers_side_by_side(single_engine, device, n_jobs) == expected
 
 
 def test_seeds_trained_side_by_side_in_workers_divide_the_estimate(tmp_path):

@@ -429,6 +429,36 @@ def test_chunk_size_of_a_cell_with_zero_runs_is_one():
     assert train.chunk_size(synthetic_graph(), hparams(), {"seed_chunk": 25, "memory_budget_gb": 6}, 0) == 1
 
 
+def test_a_cell_on_a_diffusions_top_k_graph_counts_k_edges_a_node_not_the_graphs_as_read():
+    graph = synthetic_graph()
+    assert train.graph_sizes(graph, hparams())["directed_edges"] == graph["edge_index"].size(1)
+    assert train.graph_sizes(graph, hparams("ppr", diffusion_topk=4))["directed_edges"] == N * 4
+    assert train.graph_sizes(graph, hparams("hk", diffusion_topk=4))["directed_edges"] == N * 4
+    assert train.graph_sizes(graph, hparams("hk", diffusion_topk=1000))["directed_edges"] == N * N  # k > N: all
+
+
+def test_gdc_adds_its_hidden_wide_messages_over_the_rewired_edges_to_the_estimate():
+    graph = synthetic_graph()
+    gdc = hparams(baseline="gdc", hidden=64, diffusion_topk=4)
+    proxy = train.estimate_peak_bytes(**train.graph_sizes(graph, gdc), seeds=3)
+    assert train.peak_bytes(graph, gdc, 3) - proxy == int(7.5 * 64 * (N * 4) * 3)
+    gcn = hparams(baseline="gcn", hidden=64)  # the other baselines: the proxy alone
+    assert train.peak_bytes(graph, gcn, 3) == train.estimate_peak_bytes(**train.graph_sizes(graph, gcn), seeds=3)
+
+
+def test_the_chunk_shrinks_to_what_gdcs_messages_leave_room_for():
+    """A budget of exactly two GDC seeds on the complete rewired graph: eight runs go in four
+    chunks of two, where the proxy alone would have put all eight in one."""
+    graph = synthetic_graph()
+    gdc = hparams(baseline="gdc", hidden=64, diffusion_topk=N)
+    budget = train.peak_bytes(graph, gdc, 2)
+    assert train.estimate_peak_bytes(**train.graph_sizes(graph, gdc), seeds=8) <= budget
+    params = {"seed_chunk": 25, "memory_budget_gb": budget / 2**30}
+    assert train.chunk_size(graph, gdc, params, 8) == 2
+    with pytest.raises(config.ConfigError, match="memory_budget_gb"):
+        train.check_memory(graph, gdc, {"memory_budget_gb": train.peak_bytes(graph, gdc, 1) / 2**30 * 0.99}, "cora/gdc")
+
+
 def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(workdir):
     """`baselines.protocol.cora.normalize_features: false` (Shchur et al.'s protocol: the features as
     read): the GCN cell's seed is the one trained on preprocess's features_as_read.pt, not on
