@@ -437,9 +437,14 @@ def device_label(device: torch.device) -> str:
     return f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
 
 
+# What torch's CPU allocator says when the OS refuses it: "can't allocate memory" (torch 2.13's
+# DefaultCPUAllocator), "not enough memory" (older releases); CUDA raises OutOfMemoryError.
+CPU_ALLOCATOR_REFUSALS = ("can't allocate memory", "not enough memory")
+
+
 def is_out_of_memory(err: BaseException) -> bool:
     return isinstance(err, (MemoryError, torch.OutOfMemoryError)) or (
-        isinstance(err, RuntimeError) and any(w in str(err) for w in ("not enough memory", "alloc")))
+        isinstance(err, RuntimeError) and any(w in str(err) for w in CPU_ALLOCATOR_REFUSALS))
 
 
 def main(argv: list[str]) -> None:

@@ -253,6 +253,19 @@ def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
         train.main(["cora", "cadnet"])
 
 
+@pytest.mark.parametrize("err, expected", [
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 4000000000000 bytes."), True),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: not enough memory: ..."), True),
+    (MemoryError(), True),
+    (torch.OutOfMemoryError("CUDA out of memory."), True),
+    # an unrelated error that only mentions allocation stays itself, traceback and all
+    (RuntimeError("Trying to resize storage that is not resizable (allocated by numpy)"), False),
+    (ValueError("can't allocate memory"), False),
+])
+def test_only_the_allocators_refusals_count_as_out_of_memory(err, expected):
+    assert train.is_out_of_memory(err) is expected
+
+
 # ------------------------------------------------------------------------ the registry's switches
 
 
