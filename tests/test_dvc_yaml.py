@@ -1,6 +1,7 @@
 """dvc.yaml against the code: each stage lists, as file dependencies, the pipeline modules its
-command imports (a train stage also the builder modules its seeds' fingerprint covers), so that `dvc repro` reruns a stage whose code changed. A module left out here
-must be bookkeeping that cannot change a stage's outputs."""
+command imports (a train stage also the builder modules its seeds' fingerprint covers), so that
+`dvc repro` reruns a stage whose code changed. A module left out here must be bookkeeping that
+cannot change a stage's outputs."""
 from __future__ import annotations
 
 import ast
