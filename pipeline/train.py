@@ -9,6 +9,9 @@ its finished seeds, and a rerun with the same fingerprint trains only the missin
 Nothing trained is deleted: seed files of other settings (or beyond ``runs``) are moved to
 ``data/stash/<dataset>/<method>/<fingerprint>/`` and moved back when those settings return,
 so a quick look with ``-S runs=10``, a bad value, or an experiment costs no finished seed.
+``--shard K/N`` trains share K of N of the seeds (whole blocks of a baseline's fixed chunks),
+so that N processes or machines can split a cell; the files they write are the full run's, and
+``dvc repro`` then adopts them (0 to train).
 
 The protocol follows the authors' code (docs/SPEC.md), for every method: Adam with amsgrad,
 weight decay on all parameters, a step learning-rate drop, one training step then one
@@ -298,18 +301,27 @@ def holds_seed(record: dict | None, seed: int, dataset: str, method: str, finger
 
 
 def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
-               run_dir: Path | None = None, stash_dir: Path | None = None) -> list[int]:
+               run_dir: Path | None = None, stash_dir: Path | None = None, owns=None) -> list[int]:
     """Make ``run_dir`` hold exactly the finished seeds ``0 .. runs-1`` of ``fingerprint`` and
     return the seeds still to train. Seed files of other settings, and seeds ``>= runs``, go to
-    ``stash_dir/<their fingerprint>/``; seeds of this fingerprint come back from there."""
+    ``stash_dir/<their fingerprint>/``; seeds of this fingerprint come back from there.
+    ``owns(seed)`` (a shard's share, :func:`shard_owner`; default all) limits all of this to
+    the seeds it owns, files of no seed to the shard that owns seed 0, so that shards running
+    side by side never touch the same file."""
     run_dir = run_dir or RUNS_ROOT / dataset / method
     stash_dir = stash_dir or STASH_ROOT / dataset / method
+    owns = owns or (lambda seed: True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in run_dir.glob(".*.tmp"):  # a write cut short: never a finished seed
-        leftover.unlink()
     done = set()
     for path in sorted(p for p in run_dir.iterdir() if p.is_file()):
-        seed, record = seed_number(path), read_seed(path)
+        meant = path.name[1:].rsplit(".", 2)[0] if path.match(".*.tmp") else path.name  # files.write_atomic's temporary name
+        seed = seed_number(Path(meant))
+        if not owns(seed or 0):
+            continue
+        if meant != path.name:  # a write cut short: never a finished seed
+            path.unlink()
+            continue
+        record = read_seed(path)
         if seed is not None and seed < runs and holds_seed(record, seed, dataset, method, fingerprint):
             done.add(seed)
         else:
@@ -318,12 +330,31 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
             set_aside.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(path, set_aside)
     stashed = stash_dir / fingerprint
-    for seed in range(runs):
+    for seed in filter(owns, range(runs)):
         kept = seed_file(stashed, seed)
         if seed not in done and kept.exists() and holds_seed(read_seed(kept), seed, dataset, method, fingerprint):
             shutil.move(kept, seed_file(run_dir, seed))
             done.add(seed)
-    return [s for s in range(runs) if s not in done]
+    return [s for s in range(runs) if s not in done and owns(s)]
+
+
+def parse_shard(argv: list[str]) -> tuple[list[str], tuple[int, int]]:
+    """``--shard K/N`` taken out of ``argv``: this process trains share K of N (default 0/1, all)."""
+    if "--shard" not in argv:
+        return argv, (0, 1)
+    at = argv.index("--shard")
+    text = argv[at + 1] if at + 1 < len(argv) else ""
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or int(match.group(1)) >= int(match.group(2)):
+        raise config.ConfigError(f"--shard: {text!r} is not K/N with 0 <= K < N, e.g. --shard 0/4")
+    return argv[:at] + argv[at + 2:], (int(match.group(1)), int(match.group(2)))
+
+
+def shard_owner(shard: tuple[int, int], block: int):
+    """Seed s belongs to share (s // block) % N: whole blocks (a baseline's fixed chunks) stay in
+    one share, and the N shares of a cell together are its full run, seed for seed."""
+    k, n = shard
+    return lambda seed: (seed // block) % n == k
 
 
 @functools.lru_cache(maxsize=1)
@@ -448,8 +479,9 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 def main(argv: list[str]) -> None:
+    argv, shard = parse_shard(argv)
     if not argv:
-        raise config.ConfigError("usage: python -m pipeline.train <dataset> [<method>]")
+        raise config.ConfigError("usage: python -m pipeline.train <dataset> [<method>] [--shard K/N]")
     dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
     config.check_choice("dataset", dataset, config.DATASETS)
     config.check_choice("method", method, config.METHODS)
@@ -472,12 +504,15 @@ def main(argv: list[str]) -> None:
     blocks = engine == "batched" and not REGISTRY[method].chunk_independent
     fingerprint = run_fingerprint(dataset, method, hp, f"batched, fixed chunks of {size}" if blocks else engine, rule)
 
-    seeds = sync_seeds(dataset, method, runs, fingerprint)
+    owns = shard_owner(shard, size)
+    seeds, share = sync_seeds(dataset, method, runs, fingerprint, owns=owns), sum(map(owns, range(runs)))
+    if shard != (0, 1):
+        where += f" (shard {shard[0]}/{shard[1]})"
     run_dir = RUNS_ROOT / dataset / method
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
     estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side)
-    print(f"train {where}: {runs} seeds, {runs - len(seeds)} reused, {len(seeds)} to train "
+    print(f"train {where}: {share} seeds, {share - len(seeds)} reused, {len(seeds)} to train "
           f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
     if blocks:
         pending = set(seeds)

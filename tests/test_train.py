@@ -501,3 +501,64 @@ def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(wor
     assert record["history"]["train_loss"] != pytest.approx(as_written["history"]["train_loss"], rel=1e-3)
     # the features as read are part of what the seed must match, only where the cell uses them
     assert train.run_fingerprint("cora", "gcn", gcn, "batched", False) != train.run_fingerprint("cora", "gcn", gcn, "batched")
+
+
+# ------------------------------------------------------------------------ shards
+
+
+def _baseline_workdir(workdir, **params):
+    update_params(workdir, datasets=["cora"], methods=["gcn"], variants={"datasets": [], "methods": [], "runs": {}},
+                  baselines={"datasets": [], "methods": [], "runs": {}}, **params)
+    (workdir / "data/processed/cora").mkdir(parents=True, exist_ok=True)
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    return workdir / "data/runs/cora/gcn"
+
+
+def test_shards_of_a_cell_are_its_full_run_seed_for_seed_and_the_stage_then_trains_nothing(workdir, monkeypatch):
+    """A baseline (vmapped, its dropout per fixed chunk of 2) split into 2 shards: shard 1 trains
+    blocks {2, 3}, shard 0 blocks {0, 1} and {4, 5}; together they write what one full run
+    writes (same fingerprint, same histories), and the unsharded stage afterwards trains nothing."""
+    run_dir = _baseline_workdir(workdir, runs=6, seed_chunk=2, epochs=3)
+    train.main(["cora", "gcn"])
+    full = _records(run_dir)
+    shutil.rmtree(run_dir)
+    trained = []
+    real_chunk = train.train_chunk
+    monkeypatch.setattr(train, "train_chunk", lambda g, hp, seeds, *a, **k: trained.append(seeds) or real_chunk(g, hp, seeds, *a, **k))
+    train.main(["cora", "gcn", "--shard", "1/2"])
+    assert sorted(_records(run_dir)) == ["seed_002.pt", "seed_003.pt"]
+    train.main(["cora", "gcn", "--shard", "0/2"])
+    assert trained == [[2, 3], [0, 1], [4, 5]]
+    sharded = _records(run_dir)
+    assert sorted(sharded) == sorted(full)
+    for name, record in full.items():
+        assert sharded[name]["fingerprint"] == record["fingerprint"] and sharded[name]["history"] == record["history"], name
+    train.main(["cora", "gcn"])
+    assert len(trained) == 3
+
+
+def test_a_shard_touches_only_its_own_seeds_files(workdir):
+    """Shards run side by side in one folder: shard 0 of 2 (seed by seed) leaves seed 1's stale
+    file and its half-written temporary file (another process's write in flight) alone; shard 1
+    stashes the one and removes the other."""
+    run_dir = _cora_workdir(workdir, runs=2, seed_chunk=1, epochs=3)
+    train.main(["cora", "cadnet"])
+    update_params(workdir, epochs=4)  # seed 1's file is now of other settings
+    in_flight = run_dir / ".seed_001.pt.999.tmp"
+    in_flight.write_bytes(b"half")
+    stale = torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"]
+    train.main(["cora", "cadnet", "--shard", "0/2"])
+    assert in_flight.exists() and torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"] == stale
+    assert torch.load(run_dir / "seed_000.pt", weights_only=False)["fingerprint"] != stale
+    train.main(["cora", "cadnet", "--shard", "1/2"])
+    assert not in_flight.exists() and torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"] != stale
+    assert (workdir / "data/stash/cora/cadnet" / stale / "seed_001.pt").exists()
+
+
+@pytest.mark.parametrize("bad", [["--shard", "2/2"], ["--shard", "one/2"], ["--shard", "1"], ["--shard"]])
+def test_a_bad_shard_is_one_line_naming_the_option(workdir, bad):
+    run_dir = _cora_workdir(workdir, runs=2, epochs=3)
+    with pytest.raises(config.ConfigError) as info:
+        train.main(["cora", "cadnet", *bad])
+    assert "--shard" in str(info.value) and "\n" not in str(info.value)
+    assert not run_dir.exists()
