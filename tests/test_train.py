@@ -136,13 +136,14 @@ def test_batched_logit_dropout_is_what_gets_diffused():
 # ------------------------------------------------------------------------ resuming
 
 
-def _cora_workdir(workdir, **params):
-    update_params(workdir, datasets=["cora"], methods=["cadnet"], variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}},
+def _cora_workdir(workdir, method="cadnet", **params):
+    """A synthetic Cora with ``method`` (CAD-Net or a baseline) as the only study; its seeds' folder."""
+    update_params(workdir, datasets=["cora"], methods=[method], variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}},
                   **params)
     graph_dir = workdir / "data/processed/cora"
     graph_dir.mkdir(parents=True, exist_ok=True)
     save_torch(synthetic_graph(), graph_dir / "graph.pt")
-    return workdir / "data/runs/cora/cadnet"
+    return workdir / f"data/runs/cora/{method}"
 
 
 def _records(run_dir):
@@ -506,19 +507,11 @@ def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(wor
 # ------------------------------------------------------------------------ shards
 
 
-def _baseline_workdir(workdir, **params):
-    update_params(workdir, datasets=["cora"], methods=["gcn"], variants={"datasets": [], "methods": [], "runs": {}},
-                  baselines={"datasets": [], "methods": [], "runs": {}}, **params)
-    (workdir / "data/processed/cora").mkdir(parents=True, exist_ok=True)
-    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
-    return workdir / "data/runs/cora/gcn"
-
-
 def test_shards_of_a_cell_are_its_full_run_seed_for_seed_and_the_stage_then_trains_nothing(workdir, monkeypatch):
     """A baseline (vmapped, its dropout per fixed chunk of 2) split into 2 shards: shard 1 trains
     blocks {2, 3}, shard 0 blocks {0, 1} and {4, 5}; together they write what one full run
     writes (same fingerprint, same histories), and the unsharded stage afterwards trains nothing."""
-    run_dir = _baseline_workdir(workdir, runs=6, seed_chunk=2, epochs=3)
+    run_dir = _cora_workdir(workdir, "gcn", runs=6, seed_chunk=2, epochs=3)
     train.main(["cora", "gcn"])
     full = _records(run_dir)
     shutil.rmtree(run_dir)
