@@ -1,6 +1,6 @@
 """Every path the stages read or write, relative to the project root (where `dvc repro` runs).
 
-Kept in one torch-free module so that the light stages (stats, plot) can import them without
+Kept in one torch-free module so that the light stages (stats, plot, curves) can import them without
 importing the training code.
 """
 from pathlib import Path
@@ -19,8 +19,9 @@ HISTORY_ROOT = Path("data/eval")  # evaluate: data/eval/<dataset>/<method>_histo
 METRICS_FILE = Path("reports/metrics.json")  # stats
 RESULTS_FILE = Path("reports/results.md")  # stats
 TIMING_FILE = Path("reports/timing.md")  # stats: wall times, kept out of the metrics
-FIGURES_ROOT = Path("reports/figures")  # plot: PNG figures
-PLOT_DATA_ROOT = Path("reports/plots")  # plot: CSV data plots, drawn by `dvc plots show/diff`
+FIGURES_ROOT = Path("reports/figures")  # plot: PNG figures drawn from reports/eval/
+CURVES_ROOT = Path("reports/curves")  # curves: PNG figures drawn from the histories in data/eval/
+PLOT_DATA_ROOT = Path("reports/plots")  # plot (accuracy/), curves (loss/): CSV data plots for `dvc plots show/diff`
 
 
 def seed_file(run_dir: Path, seed: int) -> Path:

@@ -1,26 +1,26 @@
 """Plot stage: ``python -m pipeline.plot``.
 
-For each selected dataset, three PNG figures in ``reports/figures/`` (declared as DVC plots,
-so ``dvc plots show`` renders them offline), titled with any setting that differs from the
-paper's (the paper's band is only called the paper's result at its own settings):
+Figures drawn from ``reports/eval/`` alone (in git), so they can be redrawn from a clone that
+holds no seed files (``dvc repro -s plot``). In ``reports/figures/`` (declared as DVC plots, so
+``dvc plots show`` renders them offline), titled with any setting that differs from the paper's
+(the paper's band is only called the paper's result at its own settings), for each selected
+dataset:
 - ``<dataset>_accuracy.png``: test accuracy of every seed, per method, against the paper's
   mean ± std band (Table 2);
 - ``<dataset>_gamma.png``: histogram of the adaptive weight gamma over nodes at the selected
   epoch (the paper's Fig. B.3), all seeds pooled and seed 0 alone;
-- ``<dataset>_loss.png``: training and validation loss over epochs, mean over seeds with the
-  10-90% band;
 and, where the baselines study ran:
 - ``<dataset>_table2.png``: CAD-Net and each baseline, mean ± std beside the paper's (Table 2);
 and, where the variants study (Table 3) ran:
 - ``<dataset>_table3.png``: each aggregation's mean ± std beside the paper's (Table 3);
-- ``citeseer_val_loss_cadnet_vs_rw.png``: validation loss of CAD-Net and RW on CiteSeer over
-  epochs (the paper's Fig. B.1);
-and, for `dvc plots diff` between experiments, the data behind them as CSV files that DVC
-draws itself (``reports/plots/accuracy/<dataset>_<method>.csv``: test accuracy per seed;
-``reports/plots/loss/<dataset>_<method>.csv``: mean training and validation loss per epoch).
+and, for `dvc plots diff` between experiments, the data behind the accuracy figures as CSV
+files that DVC draws itself (``reports/plots/accuracy/<dataset>_<method>.csv``: test accuracy
+per seed). The loss curves need the per-epoch histories, which are not in git: the curves
+stage (``pipeline/curves.py``) draws them.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -31,7 +31,7 @@ import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS  # noqa: E402
-from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, HISTORY_ROOT, PLOT_DATA_ROOT  # noqa: E402
+from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import load_paper, paper_row  # noqa: E402
 
 DEFAULT_METHOD = "cadnet"
@@ -50,11 +50,11 @@ def changed_settings(params: dict, paper: dict, dataset: str, method: str = DEFA
     return changed
 
 
-def _title(text: str, changed: list[str]) -> str:
+def titled(text: str, changed: list[str]) -> str:
     return text if not changed else f"{text}\n(not the paper's settings: {', '.join(changed)})"
 
 
-def _read(path: Path) -> pd.DataFrame:
+def read_table(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise config.DataError(f"{path}: missing; run the evaluate stage first")
     return pd.read_csv(path)
@@ -67,19 +67,19 @@ def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float
     ax.axhspan(mean - std, mean + std, color="tab:gray", alpha=0.25, label=band)
     ax.axhline(mean, color="tab:gray", lw=1)
     for method in methods:
-        table = _read(EVAL_ROOT / dataset / f"{method}.csv")
+        table = read_table(EVAL_ROOT / dataset / f"{method}.csv")
         acc = 100 * table["test_acc"]
         points = ax.plot(table["seed"], acc, "o", ms=3, alpha=0.7,
                          label=f"{method}: {acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}")
         ax.axhline(acc.mean(), color=points[0].get_color(), lw=1, ls="--")
-    ax.set(xlabel="seed", ylabel="test accuracy (%)", title=_title(f"{dataset}: test accuracy per seed", changed))
+    ax.set(xlabel="seed", ylabel="test accuracy (%)", title=titled(f"{dataset}: test accuracy per seed", changed))
     ax.legend(**LEGEND_BELOW)  # below the axes, never over the points
     return fig
 
 
 def gamma_figure(dataset: str, method: str, beta: float, changed: list[str]):
     """The paper's Fig. B.3: gamma over nodes at each seed's selected epoch; gamma >= beta."""
-    hist = _read(EVAL_ROOT / dataset / f"{method}_gamma.csv")
+    hist = read_table(EVAL_ROOT / dataset / f"{method}_gamma.csv")
     single = [c for c in hist.columns if c.startswith("count_seed_")][0]
     width = hist["bin_right"] - hist["bin_left"]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
@@ -94,44 +94,25 @@ def gamma_figure(dataset: str, method: str, beta: float, changed: list[str]):
     return fig
 
 
-def _mean_and_band(ax, history: pd.DataFrame, column: str, label: str, band_label: str | None = None,
-                   color: str | None = None) -> None:
-    """One curve per epoch: the mean over the seeds still running (a seed that stopped early
-    leaves it) and the band of their 10th to 90th percentiles."""
-    by_epoch = history.groupby("epoch")[column]
-    mean = by_epoch.mean()
-    line = ax.plot(mean.index, mean, color=color, label=label)
-    ax.fill_between(mean.index, by_epoch.quantile(0.1), by_epoch.quantile(0.9), color=line[0].get_color(),
-                    alpha=0.2, label=band_label)
-
-
-def loss_figure(dataset: str, method: str, changed: list[str]):
-    history = _read(HISTORY_ROOT / dataset / f"{method}_history.csv")
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for column, color in (("train_loss", "tab:blue"), ("val_loss", "tab:orange")):
-        _mean_and_band(ax, history, column, f"{column}, mean over the seeds still running",
-                       f"{column}, 10-90% of those seeds", color)
-    ax.set(xlabel="epoch", ylabel="NLL loss (eval mode)",
-           title=_title(f"{dataset}/{method}: loss over epochs (a seed that stopped early leaves the mean)", changed))
-    ax.legend(**LEGEND_BELOW)
-    return fig
-
-
 def comparison_figure(dataset: str, methods: list[str], paper: dict, title: str, paper_label: str):
-    """Each method's mean ± std (ours) beside the paper's, in the given (the paper's) order."""
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    handles = {}
+    """Each method's mean ± std (ours) beside the paper's, in the given (the paper's) order; a
+    method's tick says how many seeds it ran where that is not the paper's count (none: not
+    run), and where the paper reports no number (OOM)."""
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(methods)), 4))
+    handles, ticks = {}, []
     for k, method in enumerate(methods):
-        acc = 100 * _read(EVAL_ROOT / dataset / f"{method}.csv")["test_acc"]
+        acc = 100 * read_table(EVAL_ROOT / dataset / f"{method}.csv")["test_acc"]
         handles["ours (mean ± std)"] = ax.errorbar(k - 0.12, acc.mean(), yerr=acc.std(ddof=1) if len(acc) > 1 else 0,
                                                    fmt="o", color="tab:blue", capsize=3)
         row = paper_row(paper, dataset, method)
         if isinstance(row, list):  # not a cell the paper marks OOM
             handles[paper_label] = ax.errorbar(k + 0.12, row[0], yerr=row[1], fmt="s", color="tab:gray", capsize=3)
-    ax.set_xticks(range(len(methods)),
-                  ["AdaCAD" if m == DEFAULT_METHOD and "Table 3" in paper_label else REGISTRY[m].label.split(" (")[0]
-                   for m in methods], rotation=30)
-    ax.legend(list(handles.values()), list(handles), fontsize=8, loc="lower right")
+        name = "AdaCAD" if method == DEFAULT_METHOD and "Table 3" in paper_label else REGISTRY[method].label.split(" (")[0]
+        notes = [] if len(acc) == paper["settings"]["runs"] else [f"{len(acc)} seeds" if len(acc) else "not run"]
+        notes += [f"paper {row}"] if isinstance(row, str) else []
+        ticks.append("\n".join([textwrap.fill(name, 11), *notes]))  # long names wrapped, not overlapping
+    ax.set_xticks(range(len(methods)), ticks, fontsize=8)
+    ax.legend(list(handles.values()), list(handles), fontsize=8, loc="best")
     ax.set(ylabel="test accuracy (%)", title=f"{dataset}: {title}")
     return fig
 
@@ -144,32 +125,27 @@ def table2_figure(dataset: str, methods: list[str], paper: dict):
     return comparison_figure(dataset, methods, paper, "CAD-Net and the baselines", "paper (Table 2)")
 
 
-def validation_loss_figure(dataset: str, methods: list[str]):
-    """The paper's Fig. B.1: validation loss over epochs, mean over seeds (a seed that stopped
-    early leaves the mean from then on), with its 10-90% band."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for method in methods:
-        history = _read(HISTORY_ROOT / dataset / f"{method}_history.csv")
-        label = "CAD-Net" if method == DEFAULT_METHOD else REGISTRY[method].label
-        _mean_and_band(ax, history, "val_loss", f"{label} (mean over seeds)")
-    ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{dataset}: validation loss (paper Fig. B.1)")
-    ax.legend(fontsize=8)
-    return fig
+def selected_main_method(params: dict) -> str:
+    """The method whose gamma and loss curves are drawn: CAD-Net itself unless it is not selected."""
+    return DEFAULT_METHOD if DEFAULT_METHOD in params["methods"] else params["methods"][0]
+
+
+def save_figure(folder: Path, name: str, fig) -> str:
+    """Saved and closed as made: matplotlib keeps every open figure (it warns past 20)."""
+    fig.savefig(folder / f"{name}.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return name
 
 
 def main(argv: list[str]) -> None:
     params = config.load_params()
     paper = load_paper()
     FIGURES_ROOT.mkdir(parents=True, exist_ok=True)
-    # gamma and loss curves for one method: CAD-Net itself unless it is not selected
-    main_method = DEFAULT_METHOD if DEFAULT_METHOD in params["methods"] else params["methods"][0]
+    main_method = selected_main_method(params)
     saved = []
 
     def save(name: str, fig) -> None:
-        # saved and closed as made: matplotlib keeps every open figure (it warns past 20)
-        fig.savefig(FIGURES_ROOT / f"{name}.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        saved.append(name)
+        saved.append(save_figure(FIGURES_ROOT, name, fig))
 
     for dataset in params["datasets"]:
         changed = changed_settings(params, paper, dataset)
@@ -177,7 +153,6 @@ def main(argv: list[str]) -> None:
                                                     paper["table2"][DEFAULT_METHOD][dataset], changed))
         beta = config.hparams_for(params, dataset, main_method)["beta"]
         save(f"{dataset}_gamma", gamma_figure(dataset, main_method, beta, changed))
-        save(f"{dataset}_loss", loss_figure(dataset, main_method, changed))
     variants = params["variants"]
     selected = {*params["methods"], *variants["methods"]}
     rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
@@ -187,27 +162,24 @@ def main(argv: list[str]) -> None:
     for dataset in baselines["datasets"]:
         rows = [m for m in BASELINES if m in baselines["methods"]] + [m for m in params["methods"] if m == DEFAULT_METHOD]
         save(f"{dataset}_table2", table2_figure(dataset, rows, paper))
-    if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
-        save("citeseer_val_loss_cadnet_vs_rw", validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"]))
-    write_plot_data(config.trained_cells(params))
+    write_cell_data("accuracy", config.trained_cells(params), accuracy_per_seed)
     print(f"wrote {len(saved)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
 
 
-def write_plot_data(cells: list[tuple[str, str]]) -> None:
-    """Per cell: accuracy per seed and the mean losses per epoch, as CSV that `dvc plots show`
-    and `dvc plots diff` draw (templates in dvc.yaml). Old files of unselected cells go."""
-    for kind in ("accuracy", "loss"):
-        folder = PLOT_DATA_ROOT / kind
-        folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.glob("*.csv"):
-            old.unlink()
+def write_cell_data(kind: str, cells: list[tuple[str, str]], table_of) -> None:
+    """``table_of(dataset, method)`` per cell, as CSV in ``reports/plots/<kind>/`` that `dvc plots
+    show` and `dvc plots diff` draw (templates in dvc.yaml). Old files of unselected cells go."""
+    folder = PLOT_DATA_ROOT / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.csv"):
+        old.unlink()
     for dataset, method in cells:
-        table = _read(EVAL_ROOT / dataset / f"{method}.csv")
-        accuracy = pd.DataFrame({"seed": table["seed"], "test_acc": (100 * table["test_acc"]).round(4)})
-        accuracy.to_csv(PLOT_DATA_ROOT / "accuracy" / f"{dataset}_{method}.csv", index=False)
-        history = _read(HISTORY_ROOT / dataset / f"{method}_history.csv")
-        losses = history.groupby("epoch")[["train_loss", "val_loss"]].mean().round(6).reset_index()
-        losses.to_csv(PLOT_DATA_ROOT / "loss" / f"{dataset}_{method}.csv", index=False)
+        table_of(dataset, method).to_csv(folder / f"{dataset}_{method}.csv", index=False)
+
+
+def accuracy_per_seed(dataset: str, method: str) -> pd.DataFrame:
+    table = read_table(EVAL_ROOT / dataset / f"{method}.csv")
+    return pd.DataFrame({"seed": table["seed"], "test_acc": (100 * table["test_acc"]).round(4)})
 
 
 if __name__ == "__main__":

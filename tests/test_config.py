@@ -354,7 +354,7 @@ def _files_under(root: Path) -> set[str]:
 
 @pytest.mark.parametrize("stage, argv", [
     ("train", ["cora"]), ("train", ["cora", "cadnet_pull"]), ("evaluate", ["cora"]),
-    ("stats", []), ("plot", []),
+    ("stats", []), ("plot", []), ("curves", []),
 ])
 def test_stages_reject_bad_override_before_work(workdir, stage, argv):
     import importlib

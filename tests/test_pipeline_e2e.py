@@ -30,7 +30,7 @@ import yaml
 from conftest import PROJECT_ROOT, write_tiny_planetoid_mirror
 
 RUNS = 2
-FIGURES = ("accuracy", "gamma", "loss")
+FIGURES = ("accuracy", "gamma")
 STAGES_BEFORE_TRAIN = ("download@cora", "preprocess@cora")
 
 
@@ -134,7 +134,7 @@ def test_repro_writes_every_output(project):
     out = project.repro.stdout
     # exactly the selected matrix entries run (datasets [cora], methods [cadnet])
     assert set(re.findall(r"Running stage '([^']+)'", out)) == {
-        "check", "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot",
+        "check", "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot", "curves",
         "train_variant@cora-rw", "evaluate_variant@cora-rw", "train_variant@cora-gat_rw",
         "evaluate_variant@cora-gat_rw", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn",
     }, out[-3000:]
@@ -165,9 +165,9 @@ def test_repro_writes_every_output(project):
     assert "## Table 2" in results and "## Table B.6" in results and "## The paper's claims, checked" in results
     assert (project.root / "reports/timing.md").exists()
 
-    for name in (*FIGURES, "table3"):
-        png = project.root / "reports/figures" / f"cora_{name}.png"
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+    for png in [project.root / "reports/figures" / f"cora_{name}.png" for name in (*FIGURES, "table2", "table3")] + [
+            project.root / "reports/curves/cora_loss.png"]:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000, png
 
     seeds = project.seed_files()
     assert [p.name for p in seeds] == [f"seed_{s:03d}.pt" for s in range(RUNS)]
@@ -294,7 +294,7 @@ def test_one_cells_seed_count_reruns_only_that_cells_stages(project):
         project.set_params(edited)
         out = project.dvc("repro").stdout
         ran = set(re.findall(r"Running stage '([^']+)'", out))
-        assert ran == {"check", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn", "stats", "plot"}, out
+        assert ran == {"check", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn", "stats", "plot", "curves"}, out
         assert project.metrics()["cora"]["gcn"]["runs"] == 1
     finally:
         project.git("checkout", "--", "params.yaml")

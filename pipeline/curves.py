@@ -1,0 +1,88 @@
+"""Curves stage: ``python -m pipeline.curves``.
+
+The figures drawn from the per-epoch histories that the evaluate stage keeps in
+``data/eval/`` (too large for git, so redrawing them needs the seed files), in
+``reports/curves/`` (declared as DVC plots):
+- ``<dataset>_loss.png``: training and validation loss over epochs of the selected main
+  method (CAD-Net), mean over seeds with the 10-90% band, for each selected dataset;
+- ``citeseer_val_loss_cadnet_vs_rw.png``: validation loss of CAD-Net and RW on CiteSeer over
+  epochs (the paper's Fig. B.1), where the variants study ran RW on CiteSeer;
+and, for `dvc plots diff` between experiments, ``reports/plots/loss/<dataset>_<method>.csv``:
+mean training and validation loss per epoch of every trained cell. Everything drawn from
+``reports/eval/`` alone is the plot stage's (``pipeline/plot.py``).
+"""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on CI or servers
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from pipeline import config  # noqa: E402
+from pipeline.methods import REGISTRY  # noqa: E402
+from pipeline.paths import CURVES_ROOT, HISTORY_ROOT, PLOT_DATA_ROOT  # noqa: E402
+from pipeline.plot import (DEFAULT_METHOD, LEGEND_BELOW, changed_settings, read_table,  # noqa: E402
+                           save_figure, selected_main_method, titled, write_cell_data)
+from pipeline.stats import load_paper  # noqa: E402
+
+
+def _mean_and_band(ax, history: pd.DataFrame, column: str, label: str, band_label: str | None = None,
+                   color: str | None = None) -> None:
+    """One curve per epoch: the mean over the seeds still running (a seed that stopped early
+    leaves it) and the band of their 10th to 90th percentiles."""
+    by_epoch = history.groupby("epoch")[column]
+    mean = by_epoch.mean()
+    line = ax.plot(mean.index, mean, color=color, label=label)
+    ax.fill_between(mean.index, by_epoch.quantile(0.1), by_epoch.quantile(0.9), color=line[0].get_color(),
+                    alpha=0.2, label=band_label)
+
+
+def loss_figure(dataset: str, method: str, changed: list[str]):
+    history = read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for column, color in (("train_loss", "tab:blue"), ("val_loss", "tab:orange")):
+        _mean_and_band(ax, history, column, f"{column}, mean over the seeds still running",
+                       f"{column}, 10-90% of those seeds", color)
+    ax.set(xlabel="epoch", ylabel="NLL loss (eval mode)",
+           title=titled(f"{dataset}/{method}: loss over epochs (a seed that stopped early leaves the mean)", changed))
+    ax.legend(**LEGEND_BELOW)
+    return fig
+
+
+def validation_loss_figure(dataset: str, methods: list[str]):
+    """The paper's Fig. B.1: validation loss over epochs, mean over seeds (a seed that stopped
+    early leaves the mean from then on), with its 10-90% band."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for method in methods:
+        history = read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+        label = "CAD-Net" if method == DEFAULT_METHOD else REGISTRY[method].label
+        _mean_and_band(ax, history, "val_loss", f"{label} (mean over seeds)")
+    ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{dataset}: validation loss (paper Fig. B.1)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def mean_losses(dataset: str, method: str) -> pd.DataFrame:
+    history = read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+    return history.groupby("epoch")[["train_loss", "val_loss"]].mean().round(6).reset_index()
+
+
+def main(argv: list[str]) -> None:
+    params = config.load_params()
+    paper = load_paper()
+    CURVES_ROOT.mkdir(parents=True, exist_ok=True)
+    main_method = selected_main_method(params)
+    saved = [save_figure(CURVES_ROOT, f"{dataset}_loss",
+                         loss_figure(dataset, main_method, changed_settings(params, paper, dataset)))
+             for dataset in params["datasets"]]
+    variants = params["variants"]
+    if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
+        saved.append(save_figure(CURVES_ROOT, "citeseer_val_loss_cadnet_vs_rw",
+                                 validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"])))
+    write_cell_data("loss", config.trained_cells(params), mean_losses)
+    print(f"wrote {len(saved)} figures to {CURVES_ROOT}/ and their data to {PLOT_DATA_ROOT}/loss/")
+
+
+if __name__ == "__main__":
+    config.run_main(main)
