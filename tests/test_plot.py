@@ -84,6 +84,20 @@ def test_two_datasets_give_four_figures_and_stale_ones_are_ignored(evaluated):
         f"cora_{n}.png" for n in FIGURES)
 
 
+def test_the_data_of_a_cell_no_longer_selected_goes(evaluated):
+    """`dvc plots diff` draws every CSV in reports/plots/accuracy/: a cell dropped from params
+    must not linger there as if it still ran."""
+    update_params(evaluated, methods=["cadnet", "cadnet_pull"])
+    write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
+    evaluate.main(["cora", "cadnet_pull"])
+    plot.main([])
+    folder = evaluated / "reports/plots/accuracy"
+    assert sorted(p.name for p in folder.iterdir()) == ["cora_cadnet.csv", "cora_cadnet_pull.csv"]
+    update_params(evaluated, methods=["cadnet"])
+    plot.main([])
+    assert sorted(p.name for p in folder.iterdir()) == ["cora_cadnet.csv"]
+
+
 def test_second_method_on_accuracy_figure(evaluated):
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
     write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
