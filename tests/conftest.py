@@ -188,3 +188,12 @@ def cora_workdir(workdir: Path) -> Path:
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, variants=NO_VARIANTS, baselines=NO_VARIANTS)
     write_fake_seeds(workdir)
     return workdir
+
+
+@pytest.fixture
+def evaluated(cora_workdir: Path) -> Path:
+    """cora_workdir with cora/cadnet evaluated: what the stats, plot and curves stages read."""
+    from pipeline import evaluate
+
+    evaluate.main(["cora", "cadnet"])
+    return cora_workdir

@@ -2,8 +2,6 @@
 histories in data/eval/, whose plotted values are the per-epoch means over seeds."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
@@ -11,12 +9,6 @@ from conftest import update_params, write_fake_seeds
 from pipeline import curves, evaluate
 from pipeline.config import DataError
 from test_plot import assert_png
-
-
-@pytest.fixture
-def evaluated(cora_workdir: Path) -> Path:
-    evaluate.main(["cora", "cadnet"])
-    return cora_workdir
 
 
 def recorded_lines(monkeypatch) -> dict:

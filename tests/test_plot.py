@@ -19,12 +19,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("accuracy", "gamma")
 
 
-@pytest.fixture
-def evaluated(cora_workdir: Path) -> Path:
-    evaluate.main(["cora", "cadnet"])
-    return cora_workdir
-
-
 def assert_png(path: Path) -> None:
     data = path.read_bytes()
     assert data[:8] == PNG_MAGIC, path
