@@ -27,6 +27,11 @@ from pipeline.plot import (DEFAULT_METHOD, LEGEND_BELOW, changed_settings, read_
 from pipeline.stats import load_paper  # noqa: E402
 
 
+def history_of(dataset: str, method: str) -> pd.DataFrame:
+    """Per-seed, per-epoch losses of a trained cell, as ``evaluate`` wrote them."""
+    return read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+
+
 def _mean_and_band(ax, history: pd.DataFrame, column: str, label: str, band_label: str | None = None,
                    color: str | None = None) -> None:
     """One curve per epoch: the mean over the seeds still running (a seed that stopped early
@@ -39,7 +44,7 @@ def _mean_and_band(ax, history: pd.DataFrame, column: str, label: str, band_labe
 
 
 def loss_figure(dataset: str, method: str, changed: list[str]):
-    history = read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+    history = history_of(dataset, method)
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for column, color in (("train_loss", "tab:blue"), ("val_loss", "tab:orange")):
         _mean_and_band(ax, history, column, f"{column}, mean over the seeds still running",
@@ -55,7 +60,7 @@ def validation_loss_figure(dataset: str, methods: list[str]):
     early leaves the mean from then on), with its 10-90% band."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for method in methods:
-        history = read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+        history = history_of(dataset, method)
         label = "CAD-Net" if method == DEFAULT_METHOD else REGISTRY[method].label
         _mean_and_band(ax, history, "val_loss", f"{label} (mean over seeds)")
     ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{dataset}: validation loss (paper Fig. B.1)")
@@ -64,7 +69,7 @@ def validation_loss_figure(dataset: str, methods: list[str]):
 
 
 def mean_losses(dataset: str, method: str) -> pd.DataFrame:
-    history = read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+    history = history_of(dataset, method)
     return history.groupby("epoch")[["train_loss", "val_loss"]].mean().round(6).reset_index()
 
 

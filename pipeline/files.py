@@ -4,10 +4,12 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
 CHUNK_BYTES = 1 << 20
+TEMPORARY = re.compile(r"\.(.+)\.\d+\.tmp")  # temporary_name's pattern
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
@@ -18,12 +20,25 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     writing, e.g. when a checksum does not match, to reject what it wrote.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_name(path)
     try:
         write(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def temporary_name(path: Path) -> Path:
+    """Where :func:`write_atomic` writes ``path`` before renaming it: hidden, and named by the
+    writing process, so that two processes writing the same file never share one."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def meant_name(path: Path) -> str | None:
+    """The file name a temporary file of :func:`write_atomic` was meant to become, or None
+    where ``path`` is not one."""
+    match = TEMPORARY.fullmatch(path.name)
+    return match.group(1) if match else None
 
 
 def sha256_of(path: Path | str) -> str:

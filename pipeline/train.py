@@ -42,7 +42,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from pipeline import config, plan, progress
 from pipeline.check import resolve_device_name
 from pipeline.batched import estimate_peak_bytes, masked_accuracy, masked_nll
-from pipeline.files import save_torch, sha256_of
+from pipeline.files import meant_name, save_torch, sha256_of
 from pipeline.methods import REGISTRY
 from pipeline.paths import FEATURES_AS_READ, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
@@ -314,11 +314,11 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
     run_dir.mkdir(parents=True, exist_ok=True)
     done = set()
     for path in sorted(p for p in run_dir.iterdir() if p.is_file()):
-        meant = path.name[1:].rsplit(".", 2)[0] if path.match(".*.tmp") else path.name  # files.write_atomic's temporary name
-        seed = seed_number(Path(meant))
+        cut_short = meant_name(path)  # a write of files.write_atomic that never finished
+        seed = seed_number(Path(cut_short or path.name))
         if not owns(seed or 0):
             continue
-        if meant != path.name:  # a write cut short: never a finished seed
+        if cut_short:  # never a finished seed
             path.unlink()
             continue
         record = read_seed(path)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.files import sha256_of, write_atomic
+from pipeline.files import meant_name, sha256_of, temporary_name, write_atomic
 
 
 def test_write_atomic_leaves_no_half_file(tmp_path):
@@ -55,3 +55,10 @@ def test_save_torch_writes_the_same_bytes_whatever_the_path(tmp_path):
     assert (tmp_path / "a" / "graph.pt").read_bytes() == (tmp_path / "b" / "other_name.pt").read_bytes()
     assert torch.equal(torch.load(tmp_path / "a" / "graph.pt")["y"], graph["y"])
     assert not [p for p in (tmp_path / "a").iterdir() if p.name.startswith(".")]
+
+
+def test_a_temporary_name_tells_the_file_it_was_meant_to_become(tmp_path):
+    target = tmp_path / "seed_007.pt"
+    assert meant_name(temporary_name(target)) == "seed_007.pt"
+    assert meant_name(target) is None and meant_name(tmp_path / ".seed_007.pt") is None
+    assert meant_name(tmp_path / ".seed_007.pt.tmp") is None  # no writer's pid: not write_atomic's

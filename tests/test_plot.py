@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib
 import matplotlib.image
 import matplotlib.pyplot
+import pandas as pd
 import pytest
 
 from conftest import FAKE_ACCS, update_params, write_fake_seeds
@@ -36,7 +37,7 @@ def test_two_pngs_per_dataset(evaluated, capsys):
     for name in FIGURES:
         assert_png(figures / f"cora_{name}.png")
     assert "wrote 2 figures" in capsys.readouterr().out
-    accuracy = __import__("pandas").read_csv(evaluated / "reports/plots/accuracy/cora_cadnet.csv")
+    accuracy = pd.read_csv(evaluated / "reports/plots/accuracy/cora_cadnet.csv")
     assert accuracy["test_acc"].tolist() == pytest.approx([100 * a for a in FAKE_ACCS])
 
 

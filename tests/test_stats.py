@@ -222,7 +222,7 @@ def test_a_claim_names_the_baseline_that_is_significantly_ahead_of_cadnet():
 def test_a_paper_cell_marked_oom_is_shown_as_such(evaluated):
     paper = stats.load_paper()
     assert paper["table2"]["cheb"]["cs"] == "OOM"
-    metrics = stats.method_metrics(__import__("pandas").DataFrame({"test_acc": [0.9, 0.91]}), "OOM")
+    metrics = stats.method_metrics(pd.DataFrame({"test_acc": [0.9, 0.91]}), "OOM")
     assert metrics["paper"] == "OOM" and "diff" not in metrics
 
 
