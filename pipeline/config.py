@@ -182,9 +182,10 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     return params
 
 
-def _check_runs(where: str, runs: Any) -> None:
-    if not (_is_int(runs) and 1 <= runs <= MAX_RUNS):
-        raise ConfigError(f"{where}: got {runs!r}; allowed values: an integer in [1, {MAX_RUNS}]")
+def _check_runs(where: str, runs: Any, lowest: int = 1) -> None:
+    if not (_is_int(runs) and lowest <= runs <= MAX_RUNS):
+        not_run = " (0: not run)" if lowest == 0 else ""
+        raise ConfigError(f"{where}: got {runs!r}; allowed values: an integer in [{lowest}, {MAX_RUNS}]{not_run}")
 
 
 def _check_study(params: dict, study: str, claimed: set[str]) -> None:
@@ -212,7 +213,7 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
         if name in claimed:
             raise ConfigError(f"{study}.methods: {name!r} is also in another study; list each method in one study only")
         claimed.add(name)
-    spec["runs"] = _check_study_runs(f"{study}.runs", spec.get("runs"), spec["methods"])
+    spec["runs"] = _check_runs_by_dataset(f"{study}.runs", spec.get("runs"), spec["methods"])
     if study == "baselines":
         spec["protocol"] = _check_protocol(spec.get("protocol"))
 
@@ -232,34 +233,23 @@ def _check_protocol(protocol: Any) -> dict:
     return protocol
 
 
-def _check_runs_by_dataset(where: str, runs: Any) -> dict:
-    """A mapping dataset -> number of runs (empty when absent)."""
+def _check_runs_by_dataset(where: str, runs: Any, methods: list[str] | None = None) -> dict:
+    """A mapping dataset -> number of runs (empty when absent). A study's (its ``methods``
+    given) may also map a dataset to {method: runs} for some of them (the others use `runs`),
+    where 0 means the cell is not run (it stays in the DVC matrix, trains nothing, and the
+    tables say "not run")."""
     runs = runs or {}
     if not isinstance(runs, dict):
-        raise ConfigError(f"{where}: must map a dataset to its number of runs (others use `runs`)")
+        hint = " (others use `runs`)" if methods is None else ", or to {method: runs}"
+        raise ConfigError(f"{where}: must map a dataset to its number of runs{hint}")
     for name, value in runs.items():
         check_choice(where, name, DATASETS)
-        _check_runs(f"{where}.{name}", value)
-    return runs
-
-
-def _check_study_runs(where: str, runs: Any, methods: list[str]) -> dict:
-    """A study's runs: dataset -> the number of runs of all its methods there, or dataset ->
-    {method: runs} for some of them (the others use `runs`), where 0 means the cell is not run
-    (it stays in the DVC matrix, trains nothing, and the tables say "not run")."""
-    runs = runs or {}
-    if not isinstance(runs, dict):
-        raise ConfigError(f"{where}: must map a dataset to its number of runs, or to {{method: runs}}")
-    for name, value in runs.items():
-        check_choice(where, name, DATASETS)
-        if not isinstance(value, dict):
+        if methods is None or not isinstance(value, dict):
             _check_runs(f"{where}.{name}", value)
             continue
         for method, count in value.items():
             check_choice(f"{where}.{name}", method, methods)
-            if not (_is_int(count) and 0 <= count <= MAX_RUNS):
-                raise ConfigError(f"{where}.{name}.{method}: got {count!r}; allowed values: "
-                                  f"an integer in [0, {MAX_RUNS}] (0: not run)")
+            _check_runs(f"{where}.{name}.{method}", count, lowest=0)
     return runs
 
 

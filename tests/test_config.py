@@ -442,6 +442,9 @@ def test_method_own_keys_are_checked(workdir, own, message):
     ({"datasets": ["cora"], "methods": ["gcnn"], "runs": {}}, ["variants.methods", "gcnn", "rw"]),
     ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": 0}}, ["variants.runs.cora", "an integer in [1, 10000]"]),
     ({"datasets": ["cora"], "methods": ["rw"], "runs": 5}, ["variants.runs", "map a dataset"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": -1}}},
+     ["variants.runs.cora.rw", "an integer in [0, 10000]", "0: not run"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"gcn": 5}}}, ["variants.runs.cora", "'gcn'", "rw"]),
     ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["variants", "datasets, methods, runs"]),
 ])
 def test_variants_study_is_checked(workdir, variants, message):  # noqa: D103
@@ -479,6 +482,10 @@ def test_runs_and_cells_of_both_studies(workdir):
     assert config.runs_for(loaded, "pubmed", "rw") == 20
     assert config.cells(loaded) == [("cora", "cadnet"), ("pubmed", "cadnet"), ("cora", "rw"), ("cora", "cad"),
                                     ("pubmed", "rw"), ("pubmed", "cad"), ("cora", "gcn")]
+    per_method = {**variants, "runs": {"pubmed": {"rw": 0}}}  # 0: a cell not run; the others use `runs`
+    loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=per_method,
+                                       baselines=baselines, runs_by_dataset={}))
+    assert (config.runs_for(loaded, "pubmed", "rw"), config.runs_for(loaded, "pubmed", "cad")) == (0, 100)
 
 
 # -------------------------------------------------------------------------- numbers as users write them
