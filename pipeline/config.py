@@ -86,6 +86,15 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
     "layers": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
     "depth": (lambda v: _is_int(v) and 1 <= v <= 16, "an integer in [1, 16]"),
     "edge_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
+    # MixHop as its authors' code builds and trains it
+    "input_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "hidden_per_power": (lambda v: _widths(v) and sum(v) > 0, "3 integers >= 0 (powers 0, 1, 2), not all 0"),
+    "output_per_power": (lambda v: _widths(v) and sum(v) > 0, "3 integers >= 0 (powers 0, 1, 2), not all 0"),
+    "kernel_l2": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "kernel_lasso": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "optimizer": (lambda v: v in ("adam", "sgd"), "one of ['adam', 'sgd']"),
+    "lr_decrement_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "lr_decrement": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
 }
 HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
 
@@ -104,6 +113,10 @@ class DataError(PipelineError):
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _widths(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 3 and all(_is_int(w) and w >= 0 for w in v)
 
 
 def _is_num(v: Any) -> bool:

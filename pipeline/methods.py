@@ -76,8 +76,12 @@ PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class",
 TRAINING_KEYS = ("hidden", "p_drop", "lr", "weight_decay", "epochs", "early_stop_window")
 
 
+# MixHop's widths are per power (own keys), so it has no one `hidden`; SGC has no hidden layer
+NOT_READ = {"sgc": ("hidden", "p_drop"), "mixhop": ("hidden",)}
+
+
 def _baseline(name: str, label: str, own: tuple[str, ...] = (), batched: bool = True) -> Method:
-    keys = tuple(k for k in TRAINING_KEYS if not (name == "sgc" and k in ("hidden", "p_drop"))) + own
+    keys = tuple(k for k in TRAINING_KEYS if k not in NOT_READ.get(name, ())) + own
     return Method(name, BASELINE_BUILDER, {"baseline": name, "lr_drop_every": 0}, own_keys=keys, paper=("table2", name),
                   batched=batched, label=label, chunk_independent=False, table_keys=PROTOCOL_KEYS)
 
@@ -87,7 +91,8 @@ REGISTRY.update({m.name: m for m in (
     _baseline("gcn", "GCN"),
     _baseline("sage", "SAGE"),
     _baseline("jknet", "JK", ("layers",)),
-    _baseline("mixhop", "MixHop", ("layers",)),
+    _baseline("mixhop", "MixHop", ("input_drop", "hidden_per_power", "output_per_power", "kernel_l2", "kernel_lasso",
+                                   "optimizer", "lr_decrement_every", "lr_decrement")),
     _baseline("sgc", "SGC", ("K",)),
     # AGNNConv's attention softmax does not run under torch.func.vmap (PyG 2.8.1's scatter
     # broadcast fails on a batched 1-D alpha): seed by seed

@@ -134,11 +134,11 @@ def seeds_at_once(seeds: int, side_by_side: int) -> int:
 
 
 # Baselines whose first layer sends the input features themselves along every edge before any
-# linear map shrinks them (PyG's SGConv, ChebConv and MixHopConv: the gathered x_j and its
-# edge-weighted copy, two [messages, features] tensors at once; SAGEConv's mean: x_j alone).
+# linear map shrinks them (PyG's SGConv and ChebConv: the gathered x_j and its edge-weighted
+# copy, two [messages, features] tensors at once; SAGEConv's mean: x_j alone).
 # Measured: SGC on Physics (530,417 messages of 8,415 features) was killed by the kernel with
 # one seed on this 23 GB machine; on CS (182,121 of 6,805) it ran.
-FEATURE_MESSAGE_COPIES = {"sgc": 2, "cheb": 2, "mixhop": 2, "sage": 1}
+FEATURE_MESSAGE_COPIES = {"sgc": 2, "cheb": 2, "sage": 1}
 BYTES_PER_FLOAT = 4
 
 

@@ -80,7 +80,18 @@ def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: boo
 
 
 def make_optimizer(params, hp: dict):
-    """Adam(amsgrad) with weight decay on every parameter, and the step lr drop (or none)."""
+    """Adam(amsgrad) with weight decay on every parameter, and the step lr drop (or none); or,
+    where ``hp["optimizer"]`` is "sgd" (MixHop's authors' code), plain SGD whose lr falls by
+    ``lr_decrement`` x the initial lr every ``lr_decrement_every`` epochs."""
+    if hp.get("optimizer", "adam") == "sgd":
+        optimizer = torch.optim.SGD(params, lr=hp["lr"], weight_decay=hp["weight_decay"])
+        every, step = hp["lr_decrement_every"], hp["lr_decrement"]
+
+        def fall(done: int) -> float:
+            # their loop lowers the lr after step i when i > 0 and i % every == 0 (i from 0):
+            # the epoch after ``done`` finished ones runs at lr * this
+            return 1 - step * max(0, (done - 1) // every)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, fall)
     optimizer = torch.optim.Adam(params, lr=hp["lr"], weight_decay=hp["weight_decay"], amsgrad=True)
     scheduler = None
     if hp["lr_drop_every"] > 0:

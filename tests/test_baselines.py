@@ -14,7 +14,9 @@ from test_batched import synthetic_graph
 BATCHED = [m for m in BASELINES if REGISTRY[m].batched]
 SETTINGS = dict(hidden=6, p_drop=0.5, K=2, ppr_alpha=0.1, heads=2, output_heads=1, layers=2, depth=2,
                 edge_drop=0.2, diffusion_topk=8, lr=0.01, weight_decay=5e-4, epochs=4, early_stop_window=0,
-                lr_drop_every=0, lr_drop_factor=0.5, split="per_class", train_per_class=5, val_per_class=5)
+                lr_drop_every=0, lr_drop_factor=0.5, split="per_class", train_per_class=5, val_per_class=5,
+                input_drop=0.5, hidden_per_power=[3, 2, 2], output_per_power=[0, 3, 3], kernel_l2=5e-3,
+                kernel_lasso=5e-3)
 
 
 def settings(name: str, **changes) -> dict:
@@ -46,7 +48,10 @@ def test_seeds_side_by_side_equal_each_seed_alone_forward_and_gradients(name):
         assert len(grads) == len(stacked_grads) > 0
         for got, want in zip(stacked_grads, grads):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-    assert torch.equal(out.regularizer, torch.zeros(2)) and torch.equal(out.gamma, torch.ones(graph["y"].size(0), 2))
+        torch.testing.assert_close(out.regularizer[s], single.regularizer[0])
+    assert torch.equal(out.gamma, torch.ones(graph["y"].size(0), 2))
+    if name != "mixhop":  # the one baseline with loss terms of its own
+        assert torch.equal(out.regularizer, torch.zeros(2))
 
 
 @pytest.mark.parametrize("name", BATCHED)
@@ -56,7 +61,8 @@ def test_training_mode_draws_different_dropout_per_seed(name):
         pytest.skip("SGC has no dropout")
     torch.manual_seed(0)
     # two seeds with the same initial weights: only their dropout masks can differ
-    net = baselines.SeedsSideBySide([baselines.make_network(name, graph["x"].size(1), graph["num_classes"], hp, 40)
+    net = baselines.SeedsSideBySide([baselines.make_network(name, graph["x"].size(1), graph["num_classes"], hp,
+                                                            graph["y"].size(0))
                                      for _ in range(1)] * 2, baselines.baseline_inputs(graph, name, hp)).train()
     out = net().log_probs
     assert not torch.allclose(out[:, 0], out[:, 1])
@@ -111,3 +117,86 @@ def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
     again = torch.load(run_dir / "seed_003.pt", weights_only=False)
     assert again["history"] == first["history"] and again["fingerprint"] == first["fingerprint"]
     assert (run_dir / "seed_002.pt").stat().st_mtime_ns == mtime  # trained again, not rewritten
+
+
+# MixHop as its authors' code builds it, against the formulas written out on a 3-node path 0-1-2
+PATH = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+# D^-1/2 (A + I) D^-1/2 by hand: degrees with the self-loop 2, 3, 2
+A_HAT = torch.tensor([[1 / 2, 1 / 6 ** 0.5, 0], [1 / 6 ** 0.5, 1 / 3, 1 / 6 ** 0.5], [0, 1 / 6 ** 0.5, 1 / 2]])
+
+
+def path_graph(x: torch.Tensor) -> dict:
+    return {"x": x.to_sparse(), "edge_index": PATH, "y": torch.tensor([0, 1, 0]), "num_classes": 2}
+
+
+def test_mixhop_takes_which_words_occur_and_the_hand_normalised_graph():
+    tf_idf = torch.tensor([[0.3, 0.0, 0.7], [0.0, 2.0, 0.0], [0.1, 0.2, 0.0]])
+    entries, adjacency, _ = baselines.baseline_inputs(path_graph(tf_idf), "mixhop", settings("mixhop"))
+    assert torch.equal(entries, (tf_idf != 0).nonzero().t())
+    torch.testing.assert_close(adjacency.to_dense(), A_HAT)
+
+
+def test_mixhop_layer_concatenates_each_power_of_the_graph_times_its_own_weights():
+    layer = baselines.MixHopLayer(2, [1, 2, 1])
+    h = torch.tensor([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
+    w0, w1, w2 = (lin.weight.t() for lin in layer.lins)
+    want = torch.cat([h @ w0, A_HAT @ h @ w1, A_HAT @ A_HAT @ h @ w2], dim=1)
+    torch.testing.assert_close(layer(h, A_HAT.to_sparse_csr()), want)
+    # a power of width 0 is left out
+    assert baselines.MixHopLayer(2, [0, 1, 1]).powers == [1, 2]
+
+
+def test_mixhop_input_dropout_keeps_rows_unit_length_on_the_words_that_occur():
+    x = torch.tensor([[1.0, 0, 1, 1, 0, 1], [0, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]])
+    entries = x.nonzero().t()
+    torch.testing.assert_close(baselines.dropped_normalised(entries, (3, 6), 0.5, False),
+                               x / x.norm(dim=1, keepdim=True))
+    torch.manual_seed(0)
+    dropped = baselines.dropped_normalised(entries, (3, 6), 0.5, True)
+    assert not dropped[x == 0].any()
+    for row in dropped:  # the kept words share the row's unit length equally
+        kept = row[row != 0]
+        if kept.numel():
+            torch.testing.assert_close(kept, torch.full_like(kept, kept.numel() ** -0.5))
+    assert (dropped[x == 1] == 0).any()  # and some were dropped
+
+
+def test_mixhop_forward_is_the_authors_network_written_out():
+    """Eval mode: L2-normalised binary features, a MixHop layer, batch norm with the batch's
+    own statistics (TF's training-mode batch_norm, centre only, eps 1e-3), ReLU, the output
+    MixHop layer, and its class-sized segments summed with softmax(q)."""
+    x = torch.tensor([[1.0, 0, 1], [0, 1, 0], [1, 1, 0]])
+    hp = settings("mixhop", hidden_per_power=[1, 2, 1], output_per_power=[2, 0, 2])
+    torch.manual_seed(0)
+    net = baselines.make_network("mixhop", 3, 2, hp, 3).eval()
+    with torch.no_grad():
+        net.centre.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+        net.q.copy_(torch.tensor([0.5, -1.0]))
+    got = net(*baselines.baseline_inputs(path_graph(x), "mixhop", hp))
+
+    def mixhop(h, layer, powers):
+        return torch.cat([torch.linalg.matrix_power(A_HAT, p) @ h @ lin.weight.t()
+                          for p, lin in zip(powers, layer.lins)], dim=1)
+    h = mixhop(x / x.norm(dim=1, keepdim=True), net.hidden, [0, 1, 2])
+    h = (h - h.mean(0)) / (h.var(0, unbiased=False) + 1e-3).sqrt() + net.centre
+    out = mixhop(torch.relu(h), net.output, [0, 2])  # power 1 has width 0
+    q = torch.softmax(torch.tensor([0.5, -1.0]), 0)
+    torch.testing.assert_close(got, q[0] * out[:, :2] + q[1] * out[:, 2:])
+
+
+def test_mixhop_penalty_is_l2_plus_per_unit_lasso_on_kernels_and_the_q_term():
+    net = baselines.make_network("mixhop", 2, 2, settings("mixhop", hidden_per_power=[1, 0, 0],
+                                                          output_per_power=[2, 0, 0], kernel_l2=0.1,
+                                                          kernel_lasso=0.01), 3)
+    with torch.no_grad():
+        net.hidden.lins[0].weight.copy_(torch.tensor([[3.0, 4.0]]))  # one unit: norm 5
+        net.output.lins[0].weight.copy_(torch.tensor([[1.0], [0.0]]))  # two units: norms 1 and 0
+        net.q.copy_(torch.tensor([2.0]))
+        net.centre.copy_(torch.tensor([100.0]))  # not a kernel: no penalty
+    want = 0.1 * (25 + 1) + 0.01 * (5 + 1 + 0) + 1e-3 * 4
+    torch.testing.assert_close(net.penalty(dict(net.named_parameters())), torch.tensor(want))
+
+
+def test_mixhop_output_widths_must_make_whole_class_segments():
+    with pytest.raises(config.ConfigError, match="method_hparams.mixhop.output_per_power"):
+        baselines.make_network("mixhop", 3, 2, settings("mixhop", output_per_power=[1, 1, 1]), 3)

@@ -436,6 +436,22 @@ def test_method_own_keys_are_checked(workdir, own, message):
     assert_one_line(info.value, *message)
 
 
+@pytest.mark.parametrize("key, value, message", [
+    ("optimizer", "rmsprop", ["method_hparams.mixhop.optimizer", "rmsprop", "sgd"]),
+    ("hidden_per_power", [20, 20], ["method_hparams.mixhop.hidden_per_power", "3 integers"]),
+    ("output_per_power", [0, 0, 0], ["method_hparams.mixhop.output_per_power", "not all 0"]),
+    ("lr_decrement", 1.0, ["method_hparams.mixhop.lr_decrement", "[0, 1)"]),
+    ("hidden", 60, ["method_hparams.mixhop.hidden", "unknown key"]),
+])
+def test_mixhop_own_keys_are_checked(workdir, key, value, message):
+    params = params_with()
+    params["method_hparams"]["mixhop"][key] = value
+    loaded = load(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(loaded, "cora", "mixhop")
+    assert_one_line(info.value, *message)
+
+
 @pytest.mark.parametrize("variants, message", [
     ({"datasets": ["cora"], "methods": ["cadnet"], "runs": {}}, ["variants.methods", "cadnet", "also in another study"]),
     ({"datasets": ["physics"], "methods": ["rw"], "runs": {}}, ["variants.datasets", "physics", "not in datasets"]),

@@ -87,6 +87,28 @@ def test_weight_decay_on_every_parameter_and_step_lr_drop():
     assert lrs == pytest.approx([0.03, 0.03, 0.015, 0.015, 0.0075])
 
 
+def test_sgd_lr_falls_as_the_mixhop_authors_loop_lowers_it():
+    """Their loop: step i (from 0) runs at lr, then `if i > 0 and i % every == 0: lr -= ratio *
+    lr0`. Epoch e here is their step e - 1; plain SGD (no momentum), weight decay as given."""
+    param = torch.nn.Parameter(torch.zeros(1))
+    hp = dict(optimizer="sgd", lr=0.5, weight_decay=0.0, lr_decrement_every=3, lr_decrement=0.1, lr_drop_every=0)
+    optimizer, scheduler = train.make_optimizer([param], hp)
+    assert isinstance(optimizer, torch.optim.SGD) and optimizer.param_groups[0]["momentum"] == 0
+    theirs, lr = [], 0.5
+    for i in range(11):
+        theirs.append(lr)
+        if i > 0 and i % 3 == 0:
+            lr -= 0.1 * 0.5
+    ours = []
+    for _ in range(11):
+        ours.append(optimizer.param_groups[0]["lr"])
+        param.grad = torch.ones(1)
+        optimizer.step()
+        scheduler.step()
+    assert ours == pytest.approx(theirs)
+    assert param.item() == pytest.approx(-sum(theirs))  # plain SGD: each step moves by its lr x 1
+
+
 # ------------------------------------------------------------------------ loss terms
 
 
