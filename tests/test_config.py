@@ -448,7 +448,7 @@ def test_mixhop_own_keys_are_checked(workdir, key, value, message):
     params["method_hparams"]["mixhop"][key] = value
     loaded = load(workdir, params)
     with pytest.raises(ConfigError) as info:
-        config.hparams_for(loaded, "cora", "mixhop")
+        config.hparams_for(loaded, "citeseer", "mixhop")  # which takes the defaults of these keys
     assert_one_line(info.value, *message)
 
 
