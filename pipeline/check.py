@@ -46,6 +46,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
              f"settings are reused (each train stage says how many), so these times are upper bounds:"]
     total, unknown = 0.0, 0
     memory = plan.machine_memory_bytes() if device == "cpu" else None
+    baselines = config.baseline_methods(params)
     for dataset, method in cells:
         runs = config.runs_for(params, dataset, method)
         if runs == 0:
@@ -53,7 +54,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
             continue
         single = params.get("engine", "batched") == "single" or not REGISTRY[method].batched
         side_by_side = plan.workers_side_by_side(single, device, params.get("n_jobs", -1))
-        measured = plan.measured_per_seed(dataset, method, device=device)
+        measured = plan.measured_per_seed(dataset, method, device=device, baselines=baselines)
         lines.append(f"  {dataset}/{method}: {runs} seeds, "
                      + plan.estimate(dataset, method, runs, measured=measured, side_by_side=side_by_side))
         warning = plan.memory_warning(dataset, method, memory)

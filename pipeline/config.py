@@ -266,6 +266,11 @@ def _check_runs_by_dataset(where: str, runs: Any, methods: list[str] | None = No
     return runs
 
 
+def baseline_methods(params: dict) -> list[str]:
+    """The methods of the `baselines` study (Table 2's baselines), none where it is absent."""
+    return list((params.get("baselines") or {}).get("methods") or [])
+
+
 def runs_for(params: dict, dataset: str, method: str) -> int:
     """Seeds of one cell: `runs`, or where set, `runs_by_dataset.<dataset>` (main study) or
     `<study>.runs.<dataset>[.<method>]` (a method of the variants or baselines study; 0: not run)."""

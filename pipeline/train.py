@@ -522,7 +522,8 @@ def main(argv: list[str]) -> None:
     run_dir = RUNS_ROOT / dataset / method
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
-    estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side)
+    estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side,
+                             baselines=config.baseline_methods(params))
     print(f"train {where}: {share} seeds, {share - len(seeds)} reused, {len(seeds)} to train "
           f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
     if blocks:

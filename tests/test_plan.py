@@ -72,6 +72,36 @@ def test_a_cell_never_run_borrows_its_methods_figure_on_the_nearest_dataset_scal
     assert source.startswith("computers/cadnet;") and seconds == 120.0
 
 
+def write_seconds(root, dataset, method, seconds_per_seed, device="cpu"):
+    write_table(root, dataset, method, [(100, seconds_per_seed * 10, device)])  # 100 epochs of 10x ms
+
+
+def test_a_baseline_never_run_is_scaled_by_the_other_baselines_cost_here_over_there(tmp_path):
+    """MixHop on Computers: on Photo 100 s per seed, where GCN, SAGE and JK-Net cost 3x, 2x and 10x
+    less than on Computers (median 3): 300 s; on Cora 40 s, where they cost 30x, 20x and 100x less
+    (median 30): 1200 s; the geometric mean of the two, 600 s. CAD-Net's cost ratio (here 1000x)
+    is not used; a dataset whose peers did not run there, or ran on a GPU, gives no figure."""
+    baselines = ["gcn", "sage", "jknet", "mixhop"]
+    for dataset, cadnet, gcn, sage, jknet, mixhop in [("computers", 1000, 30, 40, 10, None),
+                                                      ("photo", 1, 10, 20, 1, 100), ("cora", 1, 1, 2, 0.1, 40)]:
+        for method, seconds in [("cadnet", cadnet), ("gcn", gcn), ("sage", sage), ("jknet", jknet), ("mixhop", mixhop)]:
+            if seconds is not None:
+                write_seconds(tmp_path, dataset, method, seconds)
+    write_seconds(tmp_path, "cs", "mixhop", 7)  # no other baseline ran on CS
+    write_seconds(tmp_path, "physics", "mixhop", 9)
+    write_seconds(tmp_path, "physics", "gcn", 1, device="cuda (NVIDIA H200)")
+    seconds, source = plan.measured_per_seed("computers", "mixhop", tmp_path, baselines=baselines)
+    assert seconds == pytest.approx(600.0)
+    assert source.startswith("cora/mixhop x30.00, photo/mixhop x3.00, the other baselines' median cost")
+    assert "no figure of its own" in source
+    assert plan.estimate("computers", "mixhop", 6, tmp_path, baselines=baselines).startswith("~60.0 min")
+
+    seconds, source = plan.measured_per_seed("computers", "mixhop", tmp_path)  # not told the baselines
+    assert source.startswith("cora/mixhop scaled by 1000.00") and seconds == 40_000.0
+    seconds, source = plan.measured_per_seed("computers", "mixhop", tmp_path, baselines=["mixhop"])  # no peers
+    assert source.startswith("cora/mixhop scaled by 1000.00") and seconds == 40_000.0
+
+
 def write_sizes(root, dataset, nodes, directed_edges, features):
     root.mkdir(exist_ok=True)
     (root / f"{dataset}.json").write_text(
