@@ -64,6 +64,11 @@ def _figure(dataset: str, method: str, eval_root: Path, device: str) -> Figure |
                   sorted({r.get("device") or "cpu" for r in rows}))
 
 
+def _other_datasets(eval_root: Path, dataset: str) -> list[str]:
+    """The datasets with committed tables besides ``dataset`` (none before any run)."""
+    return sorted(p.name for p in eval_root.iterdir() if p.is_dir() and p.name != dataset) if eval_root.is_dir() else []
+
+
 def _scaled_from_another_dataset(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, str] | None:
     """The method's seconds per seed on the dataset whose CAD-Net epoch costs nearest this one's,
     times CAD-Net's cost per seed-epoch here over there (all figures of ``device``'s kind): GCN on
@@ -73,7 +78,7 @@ def _scaled_from_another_dataset(dataset: str, method: str, eval_root: Path, dev
     if here is None or not here.all_of_kind(device) or here.ms_per_seed_epoch <= 0:
         return None
     candidates = []
-    for other in sorted(p.name for p in eval_root.iterdir() if p.is_dir() and p.name != dataset):
+    for other in _other_datasets(eval_root, dataset):
         theirs = _figure(other, method, eval_root, device)
         cadnet_there = _figure(other, "cadnet", eval_root, device)
         if (theirs is not None and theirs.all_of_kind(device) and cadnet_there is not None
@@ -102,7 +107,7 @@ def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, devic
 
     here = {peer: seconds(dataset, peer) for peer in baselines if peer != method}
     logs, donors = [], []
-    for other in sorted(p.name for p in eval_root.iterdir() if p.is_dir() and p.name != dataset):
+    for other in _other_datasets(eval_root, dataset):
         theirs = seconds(other, method)
         ratios = [here[peer] / there for peer in here
                   if here[peer] and (there := seconds(other, peer))] if theirs else []

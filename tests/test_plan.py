@@ -100,6 +100,7 @@ def test_a_baseline_never_run_is_scaled_by_the_other_baselines_cost_here_over_th
     assert source.startswith("cora/mixhop scaled by 1000.00") and seconds == 40_000.0
     seconds, source = plan.measured_per_seed("computers", "mixhop", tmp_path, baselines=["mixhop"])  # no peers
     assert source.startswith("cora/mixhop scaled by 1000.00") and seconds == 40_000.0
+    assert plan.measured_per_seed("computers", "mixhop", tmp_path / "no-run-yet", baselines=baselines) is None
 
 
 def write_sizes(root, dataset, nodes, directed_edges, features):
