@@ -112,8 +112,9 @@ def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, devic
         ratios = [here[peer] / there for peer in here
                   if here[peer] and (there := seconds(other, peer))] if theirs else []
         if ratios:
-            logs.append(math.log(theirs * statistics.median(ratios)))
-            donors.append(f"{other}/{method} x{statistics.median(ratios):.2f}")
+            scale = statistics.median(ratios)
+            logs.append(math.log(theirs * scale))
+            donors.append(f"{other}/{method} x{scale:.2f}")
     if not logs:
         return None
     return math.exp(sum(logs) / len(logs)), (
