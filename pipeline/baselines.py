@@ -38,10 +38,8 @@ from pipeline.batched import BatchedCADNet
 from pipeline.config import ConfigError
 from pipeline.model import CADNetOutput
 
-# MixHop's sparse products (CSR, run per seed under vmap) say so once per process: known, measured
+# MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented "
-                                          "the batching rule for aten::_sparse_mm")
 
 
 class TwoLayer(torch.nn.Module):
@@ -148,6 +146,105 @@ class JKNet(torch.nn.Module):
         return self.lin(self.jump(outs))
 
 
+class SharedSparseProduct(torch.autograd.Function):
+    r"""``A @ H`` for a fixed sparse ``A`` (no gradient) and a dense ``H``, with a ``vmap`` rule:
+    the seeds' ``H`` go side by side as columns, :math:`A [H_1 \Vert \dots \Vert H_S]`, one
+    product for all seeds. torch 2.13 has no batching rule for ``aten::_sparse_mm``, so under
+    ``vmap`` it ran one product per seed with its sort and copies (a per-seed loop: batched
+    MixHop was no faster than one seed at a time, reports/bench_mixhop.md). The gradient is
+    :math:`A^\top G`, with ``A``'s transpose built once per graph (``transposed``)."""
+
+    @staticmethod
+    def forward(adjacency: Tensor, transposed: Tensor, h: Tensor) -> Tensor:
+        return torch.sparse.mm(adjacency, h)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.transposed = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return None, None, torch.sparse.mm(ctx.transposed, grad)
+
+    @staticmethod
+    def vmap(info, in_dims, adjacency, transposed, h):
+        if in_dims[0] is not None or in_dims[1] is not None:
+            raise ValueError("SharedSparseProduct: the sparse matrix must be the same for every seed")
+        h = h.movedim(in_dims[2], 1)  # [N, S, F]
+        product = SharedSparseProduct.apply(adjacency, transposed, h.reshape(h.size(0), -1))
+        return product.view(-1, *h.shape[1:]), 1
+
+
+class SparsePattern:
+    """Where a sparse ``[N, F]`` matrix has its entries (``rows``, ``cols``, row-major), laid
+    out once as CSR, and as CSR of its transpose (``to_transposed``: the entries' order there),
+    so that products with per-seed values need no sort (:class:`SparseRowsTimesWeight`)."""
+
+    def __init__(self, entries: Tensor, shape: tuple[int, int]):
+        self.rows, self.cols = entries
+        self.shape = shape
+        self.to_transposed = torch.argsort(self.cols * shape[0] + self.rows, stable=True)
+
+    def to(self, device) -> "SparsePattern":
+        self.rows, self.cols, self.to_transposed = (t.to(device) for t in (self.rows, self.cols, self.to_transposed))
+        return self
+
+    def block_diagonal(self, values: Tensor, transposed: bool = False) -> Tensor:
+        """The S matrices of ``values`` ``[S, nnz]`` (or their transposes) as one block-diagonal
+        CSR matrix, seed s in block s."""
+        rows, cols, (N, F) = self.rows, self.cols, self.shape
+        if transposed:
+            rows, cols, (N, F) = cols[self.to_transposed], rows[self.to_transposed], (F, N)
+            values = values[:, self.to_transposed]
+        S, nnz = values.shape
+        blocks = torch.arange(S, device=values.device).view(-1, 1)
+        crow = torch._convert_indices_from_coo_to_csr(rows, N)
+        crow = torch.cat([(crow[:-1].view(1, -1) + blocks * nnz).reshape(-1), crow.new_full((1,), S * nnz)])
+        col = (cols.view(1, -1) + blocks * F).reshape(-1)
+        return torch.sparse_csr_tensor(crow, col, values.reshape(-1), (S * N, S * F), check_invariants=False)
+
+
+class SparseRowsTimesWeight(torch.autograd.Function):
+    r"""``X @ W`` for a sparse ``X`` given by its ``pattern`` and ``values`` (no gradient: in
+    MixHop they are the input's dropout and normalisation) and a dense ``W``; under ``vmap``
+    (``values`` ``[S, nnz]``, ``W`` ``[S, F, H]``) one block-diagonal product for all seeds.
+    MixHop's input is binary bag-of-words (Cora 1.3% nonzero): as a dense ``[S, N, F]`` tensor its
+    first product was most of a batched epoch, the same work per seed as one seed alone."""
+
+    @staticmethod
+    def forward(pattern: SparsePattern, values: Tensor, weight: Tensor) -> Tensor:
+        alone = values.dim() == 1
+        values, weight = (values[None], weight[None]) if alone else (values, weight)
+        out = torch.sparse.mm(pattern.block_diagonal(values), weight.reshape(-1, weight.size(-1)))
+        out = out.view(values.size(0), pattern.shape[0], -1)
+        return out[0] if alone else out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pattern, values, _ = inputs
+        if ctx.needs_input_grad[1]:
+            raise NotImplementedError("SparseRowsTimesWeight: no gradient for the sparse values")
+        ctx.pattern = pattern
+        ctx.save_for_backward(values)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (values,) = ctx.saved_tensors
+        alone = values.dim() == 1
+        values, grad = (values[None], grad[None]) if alone else (values, grad)
+        transposed = ctx.pattern.block_diagonal(values, transposed=True)
+        grad_weight = torch.sparse.mm(transposed, grad.reshape(-1, grad.size(-1)))
+        grad_weight = grad_weight.view(values.size(0), ctx.pattern.shape[1], -1)
+        return None, None, grad_weight[0] if alone else grad_weight
+
+    @staticmethod
+    def vmap(info, in_dims, pattern, values, weight):
+        _, values_dim, weight_dim = in_dims
+        values = values.movedim(values_dim, 0) if values_dim is not None else values.expand(info.batch_size, -1)
+        weight = weight.movedim(weight_dim, 0) if weight_dim is not None else weight.expand(info.batch_size, -1, -1)
+        return SparseRowsTimesWeight.apply(pattern, values, weight), 0
+
+
 class MixHopLayer(torch.nn.Module):
     r"""One MixHop layer (Abu-El-Haija et al. 2019, Eq. 4) as its authors' code builds it:
 
@@ -173,24 +270,26 @@ class MixHopLayer(torch.nn.Module):
         """[in, sum of widths]: the powers' W_p side by side."""
         return torch.cat([lin.weight for lin in self.lins]).t()
 
-    def forward(self, h: Tensor, adjacency: Tensor) -> Tensor:
+    def forward(self, h: Tensor, adjacency: Tensor, transposed: Tensor, pattern: SparsePattern | None = None) -> Tensor:
+        """``adjacency``: the normalised graph (sparse CSR), ``transposed``: its transpose;
+        with ``pattern``, ``h`` holds a sparse input's values at the pattern's entries."""
+        projected = h @ self.weight() if pattern is None else SparseRowsTimesWeight.apply(pattern, h, self.weight())
         outs = []
-        for p, hw in zip(self.powers, (h @ self.weight()).split(self.widths, dim=-1)):
+        for p, hw in zip(self.powers, projected.split(self.widths, dim=-1)):
             for _ in range(p):
-                hw = torch.sparse.mm(adjacency, hw)
+                hw = SharedSparseProduct.apply(adjacency, transposed, hw)
             outs.append(hw)
         return torch.cat(outs, dim=-1)
 
 
-def dropped_normalised(entries: Tensor, shape: tuple[int, int], p: float, training: bool) -> Tensor:
-    """``F.normalize(F.dropout(X, p))`` (dense) for a binary X given by its nonzero entries
-    ``entries`` = (rows, columns): the authors' sparse_dropout then l2_normalize. The dropout
+def dropped_normalised(rows: Tensor, num_nodes: int, p: float, training: bool) -> Tensor:
+    """``F.normalize(F.dropout(X, p))`` for a binary X given by the rows of its nonzero entries:
+    the authors' sparse_dropout then l2_normalize, as the values at those entries. The dropout
     masks are drawn for those entries alone (Cora's X is 1.3% nonzero; masks over all of it
     took most of an epoch); their 1 / (1 - p) scale cancels in the normalisation, as in theirs."""
-    rows, cols = entries
     kept = F.dropout(torch.ones(rows.numel(), device=rows.device), p, training)
-    norms = scatter(kept.pow(2), rows, dim=0, dim_size=shape[0], reduce="sum").sqrt().clamp_min(1e-12)
-    return torch.zeros(shape, device=rows.device).index_put((rows, cols), kept / norms[rows])
+    norms = scatter(kept.pow(2), rows, dim=0, dim_size=num_nodes, reduce="sum").sqrt().clamp_min(1e-12)
+    return kept / norms[rows]
 
 
 class MixHop(torch.nn.Module):
@@ -222,12 +321,12 @@ class MixHop(torch.nn.Module):
         self.input_drop, self.p_drop = hp["input_drop"], hp["p_drop"]
         self.kernel_l2, self.kernel_lasso = hp["kernel_l2"], hp["kernel_lasso"]
 
-    def forward(self, x_entries, adjacency, edge_weight=None):
-        x = dropped_normalised(x_entries, (self.num_nodes, self.in_features), self.input_drop, self.training)
-        h = self.hidden(x, adjacency)
+    def forward(self, words: SparsePattern, adjacency, transposed):
+        x = dropped_normalised(words.rows, self.num_nodes, self.input_drop, self.training)
+        h = self.hidden(x, adjacency, transposed, pattern=words)
         h = (h - h.mean(0)) / torch.sqrt(h.var(0, unbiased=False) + self.BATCH_NORM_EPS) + self.centre
         h = F.dropout(F.relu(h), self.p_drop, self.training)
-        out = self.output(h, adjacency)
+        out = self.output(h, adjacency, transposed)
         segments = out.view(out.size(0), -1, self.classes)
         return (segments * torch.softmax(self.q, dim=0).view(1, -1, 1)).sum(1)
 
@@ -344,13 +443,14 @@ def _output(log_probs: Tensor, penalties: Tensor) -> CADNetOutput:
 def baseline_inputs(graph: dict, name: str, hp: dict) -> tuple:
     """Dense features, the graph without added self-loops, and (GDC) the rewired graph's
     weights; MixHop: the features' nonzero entries and the symmetric-normalised graph with
-    self-loops, as its authors' reader builds them."""
+    self-loops, as its authors' reader builds them, and its transpose (for the gradient)."""
     x = graph["x"].to_dense()
     edge_index, _ = remove_self_loops(graph["edge_index"])
     if name == "mixhop":  # which words occur (its authors' reader), the normalised graph with self-loops
         index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
-        adjacency = torch.sparse_coo_tensor(index, weight, (x.size(0),) * 2, check_invariants=True)
-        return x.nonzero().t(), adjacency.coalesce().to_sparse_csr(), None
+        adjacency, transposed = (torch.sparse_coo_tensor(i, weight, (x.size(0),) * 2, check_invariants=True)
+                                 .coalesce().to_sparse_csr() for i in (index, index.flip(0)))
+        return SparsePattern(x.nonzero().t(), tuple(x.shape)), adjacency, transposed
     if name != "gdc":
         return x, edge_index, None
     cache = graph.setdefault("_cache", {})

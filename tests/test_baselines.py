@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.func import vmap
 
 from conftest import update_params
 from pipeline import baselines, config, train
@@ -131,9 +132,10 @@ def path_graph(x: torch.Tensor) -> dict:
 
 def test_mixhop_takes_which_words_occur_and_the_hand_normalised_graph():
     tf_idf = torch.tensor([[0.3, 0.0, 0.7], [0.0, 2.0, 0.0], [0.1, 0.2, 0.0]])
-    entries, adjacency, _ = baselines.baseline_inputs(path_graph(tf_idf), "mixhop", settings("mixhop"))
-    assert torch.equal(entries, (tf_idf != 0).nonzero().t())
+    words, adjacency, transposed = baselines.baseline_inputs(path_graph(tf_idf), "mixhop", settings("mixhop"))
+    assert torch.equal(torch.stack([words.rows, words.cols]), (tf_idf != 0).nonzero().t())
     torch.testing.assert_close(adjacency.to_dense(), A_HAT)
+    torch.testing.assert_close(transposed.to_dense(), A_HAT.t())
 
 
 def test_mixhop_layer_concatenates_each_power_of_the_graph_times_its_own_weights():
@@ -141,7 +143,7 @@ def test_mixhop_layer_concatenates_each_power_of_the_graph_times_its_own_weights
     h = torch.tensor([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
     w0, w1, w2 = (lin.weight.t() for lin in layer.lins)
     want = torch.cat([h @ w0, A_HAT @ h @ w1, A_HAT @ A_HAT @ h @ w2], dim=1)
-    torch.testing.assert_close(layer(h, A_HAT.to_sparse_csr()), want)
+    torch.testing.assert_close(layer(h, A_HAT.to_sparse_csr(), A_HAT.t().to_sparse_csr()), want)
     # a power of width 0 is left out
     assert baselines.MixHopLayer(2, [0, 1, 1]).powers == [1, 2]
 
@@ -149,10 +151,14 @@ def test_mixhop_layer_concatenates_each_power_of_the_graph_times_its_own_weights
 def test_mixhop_input_dropout_keeps_rows_unit_length_on_the_words_that_occur():
     x = torch.tensor([[1.0, 0, 1, 1, 0, 1], [0, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]])
     entries = x.nonzero().t()
-    torch.testing.assert_close(baselines.dropped_normalised(entries, (3, 6), 0.5, False),
-                               x / x.norm(dim=1, keepdim=True))
+
+    def dropped_normalised(training):
+        values = baselines.dropped_normalised(entries[0], 3, 0.5, training)
+        return torch.zeros(3, 6).index_put(tuple(entries), values)
+
+    torch.testing.assert_close(dropped_normalised(False), x / x.norm(dim=1, keepdim=True))
     torch.manual_seed(0)
-    dropped = baselines.dropped_normalised(entries, (3, 6), 0.5, True)
+    dropped = dropped_normalised(True)
     assert not dropped[x == 0].any()
     for row in dropped:  # the kept words share the row's unit length equally
         kept = row[row != 0]
@@ -200,3 +206,38 @@ def test_mixhop_penalty_is_l2_plus_per_unit_lasso_on_kernels_and_the_q_term():
 def test_mixhop_output_widths_must_make_whole_class_segments():
     with pytest.raises(config.ConfigError, match="method_hparams.mixhop.output_per_power"):
         baselines.make_network("mixhop", 3, 2, settings("mixhop", output_per_power=[1, 1, 1]), 3)
+
+
+def test_shared_sparse_product_under_vmap_is_each_seeds_product_and_gradient():
+    """The seeds side by side as columns: seed s gets A @ H_s and the gradient A^T G_s, on a
+    directed A (so that the transpose matters)."""
+    A = torch.tensor([[0.0, 2.0, 0.0], [0.5, 0.0, 0.0], [1.0, 3.0, -1.0]])
+    H = torch.randn(4, 3, 2, requires_grad=True)  # 4 seeds, 3 nodes, 2 features
+    G = torch.randn(4, 3, 2)
+    product = vmap(lambda h: baselines.SharedSparseProduct.apply(A.to_sparse_csr(), A.t().to_sparse_csr(), h))
+    out = product(H)
+    (out * G).sum().backward()
+    torch.testing.assert_close(out, A @ H.detach())
+    torch.testing.assert_close(H.grad, A.t() @ G)
+
+
+def test_sparse_rows_times_weight_under_vmap_is_each_seeds_product_and_weight_gradient():
+    """Per-seed values on one pattern (a non-square X, so rows and columns cannot be swapped
+    unnoticed): seed s gets X_s @ W_s and the gradient X_s^T G_s, batched and alone."""
+    entries = torch.tensor([[0, 0, 1, 2, 2], [1, 3, 0, 1, 2]])
+    pattern = baselines.SparsePattern(entries, (3, 4))
+    values = torch.randn(2, 5)
+    dense = torch.zeros(2, 3, 4).index_put((torch.arange(2).view(-1, 1), *entries), values)
+    W = torch.randn(2, 4, 3, requires_grad=True)
+    G = torch.randn(2, 3, 3)
+    out = vmap(lambda v, w: baselines.SparseRowsTimesWeight.apply(pattern, v, w))(values, W)
+    (out * G).sum().backward()
+    torch.testing.assert_close(out, dense @ W.detach())
+    torch.testing.assert_close(W.grad, dense.transpose(1, 2) @ G)
+    alone = W[1].detach().requires_grad_()
+    out = baselines.SparseRowsTimesWeight.apply(pattern, values[1], alone)
+    (out * G[1]).sum().backward()
+    torch.testing.assert_close(out, dense[1] @ W[1].detach())
+    torch.testing.assert_close(alone.grad, dense[1].t() @ G[1])
+    with pytest.raises(NotImplementedError, match="no gradient for the sparse values"):
+        baselines.SparseRowsTimesWeight.apply(pattern, values[0].requires_grad_(), W[0])
