@@ -33,6 +33,16 @@ def test_the_registry_holds_the_eleven_baselines_of_table_2():
 def test_seeds_side_by_side_equal_each_seed_alone_forward_and_gradients(name):
     """Dropout off (eval): seed s of the stacked network computes what its one-seed network
     computes, and its gradient is that network's gradient."""
+    assert_stacked_equals_alone(name)
+
+
+@pytest.mark.parametrize("dense_above", [0.0, 1.0], ids=["dense input product", "sparse input product"])
+def test_mixhop_side_by_side_equals_each_seed_alone_with_either_input_product(monkeypatch, dense_above):
+    monkeypatch.setattr(baselines.MixHop, "DENSE_INPUT_ABOVE", dense_above)
+    assert_stacked_equals_alone("mixhop")
+
+
+def assert_stacked_equals_alone(name: str) -> None:
     graph, hp = synthetic_graph(), settings(name)
     stacked = baselines.build_baseline(graph, hp, [3, 4], batched=True).eval()
     out = stacked()
@@ -167,10 +177,13 @@ def test_mixhop_input_dropout_keeps_rows_unit_length_on_the_words_that_occur():
     assert (dropped[x == 1] == 0).any()  # and some were dropped
 
 
-def test_mixhop_forward_is_the_authors_network_written_out():
+@pytest.mark.parametrize("dense_above", [0.0, 1.0], ids=["dense input product", "sparse input product"])
+def test_mixhop_forward_is_the_authors_network_written_out(monkeypatch, dense_above):
     """Eval mode: L2-normalised binary features, a MixHop layer, batch norm with the batch's
     own statistics (TF's training-mode batch_norm, centre only, eps 1e-3), ReLU, the output
-    MixHop layer, and its class-sized segments summed with softmax(q)."""
+    MixHop layer, and its class-sized segments summed with softmax(q); the input's product the
+    same dense or sparse."""
+    monkeypatch.setattr(baselines.MixHop, "DENSE_INPUT_ABOVE", dense_above)
     x = torch.tensor([[1.0, 0, 1], [0, 1, 0], [1, 1, 0]])
     hp = settings("mixhop", hidden_per_power=[1, 2, 1], output_per_power=[2, 0, 2])
     torch.manual_seed(0)
