@@ -26,6 +26,7 @@ import os
 import platform
 import signal
 import statistics
+import sys
 import time
 from functools import partial
 from multiprocessing import get_context
@@ -248,6 +249,13 @@ def isolated(function, args: tuple, timeout_s: float) -> tuple[object, str | Non
         receive.close()
 
 
+def exit_on_sigterm() -> None:
+    """A plain ``kill`` (SIGTERM, also what ends a session) ends the bench as an exit, not at
+    once: Python's exit then stops the daemonic child that :func:`isolated` measures in. Without
+    it a killed bench left its child measuring (stop 32: 6.9 GB and a core, until killed by hand)."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def _send_result(send, function, args: tuple) -> None:
     try:
         Path("/proc/self/oom_score_adj").write_text("1000")
@@ -403,6 +411,7 @@ def main(argv: list[str]) -> None:
         raise config.ConfigError(f"--timeout: got {args.timeout}; allowed values: seconds > 0")
     params = config.load_params()
     device = resolve_device(params.get("device", "auto"))
+    exit_on_sigterm()
 
     rows = []
     for dataset in args.datasets:

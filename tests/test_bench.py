@@ -1,6 +1,13 @@
 """The benchmark's synthetic graphs and its report (the timings themselves are not tested)."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import torch
 from torch_geometric.utils import is_undirected
 
@@ -106,6 +113,42 @@ def test_isolated_returns_a_result_or_says_why_not():
     assert bench.isolated(_kill_self, (), timeout_s=60) == (None, "killed (out of memory)")
     assert bench.isolated(_refuse_memory, (), timeout_s=60) == (None, "out of memory, MemoryError: cannot allocate 24 GB")
     assert bench.isolated(_sleep, (60,), timeout_s=3) == (None, "stopped after 3 s")
+
+
+def _sleep_and_say_who(path):
+    import os
+    import time
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(120)
+
+
+def test_a_stopped_bench_leaves_no_measuring_process_behind(tmp_path):
+    """Killing the bench (SIGTERM, as `kill` and a session's end send it) also ends the process
+    isolated() measures in (main() calls exit_on_sigterm first)."""
+    said = tmp_path / "child.pid"
+    script = ("from pipeline import bench; from test_bench import _sleep_and_say_who; bench.exit_on_sigterm(); "
+              f"bench.isolated(_sleep_and_say_who, ({str(said)!r},), timeout_s=120)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])]))
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 60
+    while not said.exists() or not said.read_text():
+        assert time.monotonic() < deadline and parent.poll() is None, "the measuring child never started"
+        time.sleep(0.1)
+    child = int(said.read_text())
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(30)
+    deadline = time.monotonic() + 10
+    while _alive(child):
+        assert time.monotonic() < deadline, f"the measuring process {child} outlived the bench"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def test_a_chunk_killed_for_memory_is_tried_at_half_its_size(monkeypatch):
