@@ -184,9 +184,11 @@ class SparsePattern:
         self.rows, self.cols = entries
         self.shape = shape
         self.to_transposed = torch.argsort(self.cols * shape[0] + self.rows, stable=True)
+        self._layouts = {}  # (S, transposed) -> the block-diagonal CSR's indices, which the values never change
 
     def to(self, device) -> "SparsePattern":
         self.rows, self.cols, self.to_transposed = (t.to(device) for t in (self.rows, self.cols, self.to_transposed))
+        self._layouts = {}
         return self
 
     @property
@@ -199,16 +201,38 @@ class SparsePattern:
     def block_diagonal(self, values: Tensor, transposed: bool = False) -> Tensor:
         """The S matrices of ``values`` ``[S, nnz]`` (or their transposes) as one block-diagonal
         CSR matrix, seed s in block s."""
-        rows, cols, (N, F) = self.rows, self.cols, self.shape
         if transposed:
-            rows, cols, (N, F) = cols[self.to_transposed], rows[self.to_transposed], (F, N)
             values = values[:, self.to_transposed]
-        S, nnz = values.shape
-        blocks = torch.arange(S, device=values.device).view(-1, 1)
-        crow = torch._convert_indices_from_coo_to_csr(rows, N)
-        crow = torch.cat([(crow[:-1].view(1, -1) + blocks * nnz).reshape(-1), crow.new_full((1,), S * nnz)])
-        col = (cols.view(1, -1) + blocks * F).reshape(-1)
-        return torch.sparse_csr_tensor(crow, col, values.reshape(-1), (S * N, S * F), check_invariants=False)
+        crow, col, size = self._layout(values.size(0), transposed)
+        return torch.sparse_csr_tensor(crow, col, values.reshape(-1), size, check_invariants=False)
+
+    def _layout(self, S: int, transposed: bool) -> tuple[Tensor, Tensor, tuple[int, int]]:
+        """The block-diagonal CSR's row pointers, columns and size, built once per chunk size:
+        PubMed's at S = 25 are 24.7M entries, which every forward and backward reused. int32
+        where they fit (as cuSPARSE's own): the same products, ~40% faster here on PubMed."""
+        if (S, transposed) not in self._layouts:
+            rows, cols, (N, F) = self.rows, self.cols, self.shape
+            if transposed:
+                rows, cols, (N, F) = cols[self.to_transposed], rows[self.to_transposed], (F, N)
+            nnz = rows.numel()
+            blocks = torch.arange(S, device=rows.device).view(-1, 1)
+            crow = torch._convert_indices_from_coo_to_csr(rows, N)
+            crow = torch.cat([(crow[:-1].view(1, -1) + blocks * nnz).reshape(-1), crow.new_full((1,), S * nnz)])
+            col = (cols.view(1, -1) + blocks * F).reshape(-1)
+            self._layouts[S, transposed] = *compact_indices(crow, col), (S * N, S * F)
+        return self._layouts[S, transposed]
+
+
+def compact_indices(*indices: Tensor) -> tuple[Tensor, ...]:
+    """CSR indices as int32 where every value fits, else as they are (int64)."""
+    fits = all(i.numel() == 0 or int(i.max()) < torch.iinfo(torch.int32).max for i in indices)
+    return tuple(i.int() for i in indices) if fits else indices
+
+
+def int32_csr(matrix: Tensor) -> Tensor:
+    """A sparse CSR matrix with int32 indices where they fit (see :func:`compact_indices`)."""
+    crow, col = compact_indices(matrix.crow_indices(), matrix.col_indices())
+    return torch.sparse_csr_tensor(crow, col, matrix.values(), matrix.shape)
 
 
 class SparseRowsTimesWeight(torch.autograd.Function):
@@ -461,8 +485,8 @@ def baseline_inputs(graph: dict, name: str, hp: dict) -> tuple:
     edge_index, _ = remove_self_loops(graph["edge_index"])
     if name == "mixhop":  # which words occur (its authors' reader), the normalised graph with self-loops
         index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
-        adjacency, transposed = (torch.sparse_coo_tensor(i, weight, (x.size(0),) * 2, check_invariants=True)
-                                 .coalesce().to_sparse_csr() for i in (index, index.flip(0)))
+        adjacency, transposed = (int32_csr(torch.sparse_coo_tensor(i, weight, (x.size(0),) * 2, check_invariants=True)
+                                           .coalesce().to_sparse_csr()) for i in (index, index.flip(0)))
         return SparsePattern(x.nonzero().t(), tuple(x.shape)), adjacency, transposed
     if name != "gdc":
         return x, edge_index, None

@@ -146,6 +146,7 @@ def test_mixhop_takes_which_words_occur_and_the_hand_normalised_graph():
     assert torch.equal(torch.stack([words.rows, words.cols]), (tf_idf != 0).nonzero().t())
     torch.testing.assert_close(adjacency.to_dense(), A_HAT)
     torch.testing.assert_close(transposed.to_dense(), A_HAT.t())
+    assert adjacency.crow_indices().dtype == transposed.col_indices().dtype == torch.int32
 
 
 def test_mixhop_layer_concatenates_each_power_of_the_graph_times_its_own_weights():
@@ -254,3 +255,21 @@ def test_sparse_rows_times_weight_under_vmap_is_each_seeds_product_and_weight_gr
     torch.testing.assert_close(alone.grad, dense[1].t() @ G[1])
     with pytest.raises(NotImplementedError, match="no gradient for the sparse values"):
         baselines.SparseRowsTimesWeight.apply(pattern, values[0].requires_grad_(), W[0])
+
+
+def test_sparse_pattern_builds_each_block_layout_once_with_int32_indices():
+    """The block-diagonal indices depend on the chunk size and the side only: built once and
+    reused by every product of the chunk, a fresh layout for another size or the transpose."""
+    pattern = baselines.SparsePattern(torch.tensor([[0, 0, 1, 2, 2], [1, 3, 0, 1, 2]]), (3, 4))
+    first, again = (pattern.block_diagonal(torch.randn(2, 5)) for _ in range(2))
+    assert first.col_indices().data_ptr() == again.col_indices().data_ptr()
+    assert first.crow_indices().dtype == first.col_indices().dtype == torch.int32
+    transposed = pattern.block_diagonal(torch.randn(2, 5), transposed=True)
+    assert transposed.shape == (8, 6) and transposed.col_indices().data_ptr() != first.col_indices().data_ptr()
+    assert pattern.block_diagonal(torch.randn(3, 5)).shape == (9, 12)
+
+
+def test_csr_indices_become_int32_only_when_every_value_fits():
+    small, big = torch.tensor([0, 5]), torch.tensor([0, 2**31])
+    assert [i.dtype for i in baselines.compact_indices(small, small)] == [torch.int32] * 2
+    assert [i.dtype for i in baselines.compact_indices(small, big)] == [torch.int64] * 2
