@@ -209,7 +209,8 @@ class SparsePattern:
     def _layout(self, S: int, transposed: bool) -> tuple[Tensor, Tensor, tuple[int, int]]:
         """The block-diagonal CSR's row pointers, columns and size, built once per chunk size:
         PubMed's at S = 25 are 24.7M entries, which every forward and backward reused. int32
-        where they fit (as cuSPARSE's own): the same products, ~40% faster here on PubMed."""
+        where they fit: the same products, bit for bit; PubMed's input product at S = 25 took
+        0.45 s against 0.74 with int64 here, its whole epoch 1-16% less (Cora's: no change)."""
         if (S, transposed) not in self._layouts:
             rows, cols, (N, F) = self.rows, self.cols, self.shape
             if transposed:
