@@ -95,7 +95,12 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
     "optimizer": (lambda v: v in ("adam", "sgd"), "one of ['adam', 'sgd']"),
     "lr_decrement_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "lr_decrement": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
+    # any method's, optional: at most this many seeds per batched chunk for this method (or this
+    # cell, under method_hparams.<method>.<dataset>) in place of the global seed_chunk. A
+    # baseline's seeds share their chunk's dropout stream, so it is in that cell's fingerprint.
+    "seed_chunk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
 }
+OPTIONAL_OWN_KEYS = ("seed_chunk",)
 HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
 
 
@@ -361,10 +366,11 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
     (`method_hparams.<method>.<dataset>`) win, then the dataset's baseline ``protocol``, then
     the method's default."""
     allowed = REGISTRY[method].own_keys
+    optional = OPTIONAL_OWN_KEYS
     # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
     per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (REGISTRY[method].table_keys or ()))
     for where, mapping in ((f"method_hparams.{method}", own), (f"method_hparams.{method}.{dataset}", per_dataset)):
-        keys = allowed + per_dataset_only if mapping is per_dataset else allowed
+        keys = allowed + optional + (per_dataset_only if mapping is per_dataset else ())
         for key in mapping:
             if key not in keys and not (mapping is own and key in DATASETS):
                 raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(keys) or 'none'}")
@@ -377,6 +383,11 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
             raise ConfigError(f"method_hparams.{method}.{key}: missing")
         _check_hparam(f"method_hparams.{method}.{key}", key, value)
         values[key] = value
+    for key in optional:
+        value = per_dataset.get(key, own.get(key))
+        if value is not None:
+            _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
+            values[key] = value
     return values
 
 

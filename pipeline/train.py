@@ -410,13 +410,15 @@ def peak_bytes(graph: dict, hp: dict, seeds: int) -> int:
 
 
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
-    """Seeds per batched chunk: at most ``seed_chunk`` (``auto``: no limit), fewer where the
+    """Seeds per batched chunk: at most ``seed_chunk`` (the cell's ``hp``, else ``params``;
+    ``auto``: no limit), fewer where the
     estimated peak memory would pass ``memory_budget_gb``, evened out over the chunks needed.
     CAD-Net's seeds do not depend on their chunk; a baseline's share its chunk's dropout
     stream, so its fingerprint records the size (:func:`main`)."""
     if runs == 0:  # a cell set to 0 runs trains nothing; any size will do
         return 1
-    limit = runs if params.get("seed_chunk", "auto") == "auto" else min(params["seed_chunk"], runs)
+    cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))  # the cell's own, else the global
+    limit = runs if cap == "auto" else min(cap, runs)
     budget = params.get("memory_budget_gb", 6) * 2**30
     fits = max([s for s in range(1, limit + 1) if peak_bytes(graph, hp, s) <= budget], default=1)
     chunks = -(-runs // fits)

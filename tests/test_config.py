@@ -421,6 +421,18 @@ def test_method_own_keys_default_and_per_dataset(workdir):
     assert "ppr_alpha" not in config.hparams_for(loaded, "cora", "rw")
 
 
+def test_a_cells_own_seed_chunk_reaches_that_cell_alone_and_is_checked(workdir):
+    params = params_with()
+    params["method_hparams"]["mixhop"]["pubmed"] = {**params["method_hparams"]["mixhop"].get("pubmed", {}), "seed_chunk": 5}
+    loaded = load(workdir, params)
+    assert config.hparams_for(loaded, "pubmed", "mixhop")["seed_chunk"] == 5
+    assert "seed_chunk" not in config.hparams_for(loaded, "cora", "mixhop")  # the global one there
+    params["method_hparams"]["mixhop"]["pubmed"]["seed_chunk"] = 0
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(load(workdir, params), "pubmed", "mixhop")
+    assert_one_line(info.value, "method_hparams.mixhop.pubmed.seed_chunk", "0", "integer >= 1")
+
+
 @pytest.mark.parametrize("own, message", [
     ({"ppr_alpha": 1.5, "diffusion_topk": 128}, ["method_hparams.ppr.ppr_alpha", "1.5", "(0, 1)"]),
     ({"ppr_alpha": 0.05}, ["method_hparams.ppr.diffusion_topk", "missing"]),

@@ -465,6 +465,13 @@ def test_chunk_size_of_a_cell_with_zero_runs_is_one():
     assert train.chunk_size(synthetic_graph(), hparams(), {"seed_chunk": 25, "memory_budget_gb": 6}, 0) == 1
 
 
+def test_a_cells_own_seed_chunk_caps_its_chunk_in_place_of_the_global_one():
+    params = {"seed_chunk": 25, "memory_budget_gb": 6}
+    assert train.chunk_size(synthetic_graph(), hparams(), params, 100) == 25
+    assert train.chunk_size(synthetic_graph(), hparams(seed_chunk=5), params, 100) == 5
+    assert train.chunk_size(synthetic_graph(), hparams(seed_chunk=40), params, 100) == 34  # 3 even chunks
+
+
 def test_a_cell_on_a_diffusions_top_k_graph_counts_k_edges_a_node_not_the_graphs_as_read():
     graph = synthetic_graph()
     assert train.graph_sizes(graph, hparams())["directed_edges"] == graph["edge_index"].size(1)
