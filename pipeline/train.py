@@ -411,8 +411,8 @@ def peak_bytes(graph: dict, hp: dict, seeds: int) -> int:
 
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
     """Seeds per batched chunk: at most ``seed_chunk`` (the cell's ``hp``, else ``params``;
-    ``auto``: no limit), fewer where the
-    estimated peak memory would pass ``memory_budget_gb``, evened out over the chunks needed.
+    ``auto``: no limit), fewer where the estimated peak memory would pass
+    ``memory_budget_gb``, evened out over the chunks needed.
     CAD-Net's seeds do not depend on their chunk; a baseline's share its chunk's dropout
     stream, so its fingerprint records the size (:func:`main`)."""
     if runs == 0:  # a cell set to 0 runs trains nothing; any size will do
