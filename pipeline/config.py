@@ -97,7 +97,8 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
     "lr_decrement": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
     # any method's, optional: at most this many seeds per batched chunk for this method (or this
     # cell, under method_hparams.<method>.<dataset>) in place of the global seed_chunk. A
-    # baseline's seeds share their chunk's dropout stream, so it is in that cell's fingerprint.
+    # baseline's seeds share their chunk's dropout stream, so its chunk size (not this key) is
+    # in that cell's fingerprint (train.run_fingerprint).
     "seed_chunk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
 }
 OPTIONAL_OWN_KEYS = ("seed_chunk",)
@@ -366,11 +367,10 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
     (`method_hparams.<method>.<dataset>`) win, then the dataset's baseline ``protocol``, then
     the method's default."""
     allowed = REGISTRY[method].own_keys
-    optional = OPTIONAL_OWN_KEYS
     # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
     per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (REGISTRY[method].table_keys or ()))
     for where, mapping in ((f"method_hparams.{method}", own), (f"method_hparams.{method}.{dataset}", per_dataset)):
-        keys = allowed + optional + (per_dataset_only if mapping is per_dataset else ())
+        keys = allowed + OPTIONAL_OWN_KEYS + (per_dataset_only if mapping is per_dataset else ())
         for key in mapping:
             if key not in keys and not (mapping is own and key in DATASETS):
                 raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(keys) or 'none'}")
@@ -383,7 +383,7 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
             raise ConfigError(f"method_hparams.{method}.{key}: missing")
         _check_hparam(f"method_hparams.{method}.{key}", key, value)
         values[key] = value
-    for key in optional:
+    for key in OPTIONAL_OWN_KEYS:
         value = per_dataset.get(key, own.get(key))
         if value is not None:
             _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)

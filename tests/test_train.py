@@ -472,6 +472,18 @@ def test_a_cells_own_seed_chunk_caps_its_chunk_in_place_of_the_global_one():
     assert train.chunk_size(synthetic_graph(), hparams(seed_chunk=40), params, 100) == 34  # 3 even chunks
 
 
+def test_a_cells_own_seed_chunk_is_not_in_its_fingerprint_its_chunk_size_is(workdir):
+    """CAD-Net's seeds do not depend on their chunk, so a new cap retrains none of them; a
+    baseline's chunk size reaches its fingerprint through the engine label (main)."""
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    hp = config.hparams_for(config.load_params(), "cora", "cadnet")
+    assert train.run_fingerprint("cora", "cadnet", {**hp, "seed_chunk": 5}, "batched") == \
+        train.run_fingerprint("cora", "cadnet", hp, "batched")
+    assert train.run_fingerprint("cora", "gcn", hp, "batched, fixed chunks of 5") != \
+        train.run_fingerprint("cora", "gcn", hp, "batched, fixed chunks of 25")
+
+
 def test_a_cell_on_a_diffusions_top_k_graph_counts_k_edges_a_node_not_the_graphs_as_read():
     graph = synthetic_graph()
     assert train.graph_sizes(graph, hparams())["directed_edges"] == graph["edge_index"].size(1)
