@@ -14,7 +14,10 @@ the file that cell's train and evaluate stages depend on instead of the ``runs``
 can only track a params subtree whole, and a cell's count is resolved from four of them
 (``runs``, ``runs_by_dataset``, ``variants.runs``, ``baselines.runs``), so as params deps
 ``-S baselines.runs.photo.gat=25`` would rerun every cell's stages; as a file, only the
-cells whose count moved.
+cells whose count moved. A cell whose registry entry reads another method's settings
+(``hparams_of``: ``mixhop_l2`` reads ``method_hparams.mixhop``) has a second line, a fingerprint
+of its resolved settings: its stages list only its own block as params, so this line is what
+reruns them when the block they read changes.
 """
 from __future__ import annotations
 
@@ -77,7 +80,11 @@ def main(argv: list[str]) -> None:
     for dataset, method in config.cells(params):
         counts = seed_count_file(dataset, method)
         counts.parent.mkdir(parents=True, exist_ok=True)
-        counts.write_text(f"runs: {config.runs_for(params, dataset, method)}\n")
+        text = f"runs: {config.runs_for(params, dataset, method)}\n"
+        base = REGISTRY[method].hparams_of
+        if base:  # its stage's params deps list its own block; this line stands for the one it reads
+            text += f"settings read from method_hparams.{base}: {config.fingerprint(config.hparams_for(params, dataset, method))}\n"
+        counts.write_text(text)
     CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)
     CHECKED_FILE.write_text(f"{PARAMS_FILE}: valid\n")
 

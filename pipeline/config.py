@@ -341,7 +341,8 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         else:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
     entry = REGISTRY[method]
-    own = (params.get("method_hparams") or {}).get(method) or {}
+    blocks = params.get("method_hparams") or {}
+    own = blocks.get(entry.hparams_of or method) or {}
     per_dataset = own.get(dataset) or {}
     if entry.table_keys is not None:  # a baseline: only the protocol comes from CAD-Net's table
         resolved = {k: resolved[k] for k in entry.table_keys}
@@ -356,6 +357,8 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         protocol = {}
     resolved.update(entry.fixed)
     resolved.update(_own_hparams(own, per_dataset, dataset, method, protocol))
+    if entry.hparams_of:  # and its own block's values over those it read
+        resolved.update(_own_overrides(blocks.get(method) or {}, dataset, method))
     for key in METHOD_RULES:
         if key in resolved:
             _check_hparam(f"{method}.{key}", key, resolved[key])
@@ -363,14 +366,17 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
 
 
 def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protocol: dict) -> dict:
-    """The method's own keys from ``own`` (`method_hparams.<method>`): ``per_dataset`` values
-    (`method_hparams.<method>.<dataset>`) win, then the dataset's baseline ``protocol``, then
-    the method's default."""
-    allowed = REGISTRY[method].own_keys
+    """The method's own keys from ``own`` (`method_hparams.<method>`, or the entry's
+    ``hparams_of``): ``per_dataset`` values (`method_hparams.<method>.<dataset>`) win, then the
+    dataset's baseline ``protocol``, then the method's default."""
+    entry = REGISTRY[method]
+    allowed = entry.own_keys
+    method = entry.hparams_of or method  # the block read, which every message below names
     # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
-    per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (REGISTRY[method].table_keys or ()))
+    per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (entry.table_keys or ()))
     for where, mapping in ((f"method_hparams.{method}", own), (f"method_hparams.{method}.{dataset}", per_dataset)):
-        keys = allowed + OPTIONAL_OWN_KEYS + (per_dataset_only if mapping is per_dataset else ())
+        # a block read for another entry may hold that entry's keys which this one fixes
+        keys = REGISTRY[method].own_keys + OPTIONAL_OWN_KEYS + (per_dataset_only if mapping is per_dataset else ())
         for key in mapping:
             if key not in keys and not (mapping is own and key in DATASETS):
                 raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(keys) or 'none'}")
@@ -381,10 +387,29 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
         value = per_dataset.get(key, protocol.get(key, own.get(key)))
         if value is None:
             raise ConfigError(f"method_hparams.{method}.{key}: missing")
-        _check_hparam(f"method_hparams.{method}.{key}", key, value)
+        _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
         values[key] = value
     for key in OPTIONAL_OWN_KEYS:
         value = per_dataset.get(key, own.get(key))
+        if value is not None:
+            _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
+            values[key] = value
+    return values
+
+
+def _own_overrides(block: dict, dataset: str, method: str) -> dict:
+    """An entry that reads another's block (``hparams_of``) may set its own values of the same
+    keys in ``method_hparams.<method>`` (per dataset under ``.<dataset>``); the keys its registry
+    entry fixes are not among them."""
+    keys = REGISTRY[method].own_keys + OPTIONAL_OWN_KEYS
+    per_dataset = block.get(dataset) or {}
+    for where, mapping in ((f"method_hparams.{method}", block), (f"method_hparams.{method}.{dataset}", per_dataset)):
+        for key in mapping:
+            if key not in keys and not (mapping is block and key in DATASETS):
+                raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(keys)}")
+    values = {}
+    for key in keys:
+        value = per_dataset.get(key, block.get(key))
         if value is not None:
             _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
             values[key] = value

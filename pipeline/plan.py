@@ -25,6 +25,7 @@ from typing import NamedTuple, Sequence
 
 from joblib import effective_n_jobs
 
+from pipeline.methods import REGISTRY
 from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
 from pipeline.progress import duration
 
@@ -125,14 +126,19 @@ def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, devic
 def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, device: str = "cpu",
                       baselines: Sequence[str] = ()) -> tuple[float, str] | None:
     """(seconds per seed, whose figure) from the committed per-seed tables, or None: the cell's
-    own; else, for one of ``baselines``, its figures elsewhere scaled by the other baselines'
-    cost; else the method's on another dataset, scaled by CAD-Net's cost (same device kind);
+    own; else, for an entry that reads another's settings (``hparams_of``), that one's here;
+    else, for one of ``baselines``, its figures elsewhere scaled by the other baselines' cost;
+    else the method's on another dataset, scaled by CAD-Net's cost (same device kind);
     else the dataset's CAD-Net figure. A borrowed figure says so."""
     own = _figure(dataset, method, eval_root, device)
     if own is not None:
         return own.seconds_per_seed, f"{dataset}/{method}{own.where()}"
     if method == "cadnet":
         return None
+    network_of = REGISTRY[method].hparams_of if method in REGISTRY else ""
+    same_network = network_of and _figure(dataset, network_of, eval_root, device)
+    if same_network:  # the entry differs from that one by a setting, not by its network
+        return same_network.seconds_per_seed, f"{dataset}/{network_of}{same_network.where()}, the same network"
     scaled = (_scaled_by_other_baselines(dataset, method, eval_root, device, baselines)
               if method in baselines else None)
     scaled = scaled or _scaled_from_another_dataset(dataset, method, eval_root, device)

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
-from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS  # noqa: E402
+from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
 from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import load_paper, paper_row  # noqa: E402
 
@@ -161,7 +161,8 @@ def main(argv: list[str]) -> None:
     baselines = params["baselines"]
     for dataset in baselines["datasets"]:
         rows = [m for m in BASELINES if m in baselines["methods"]] + [m for m in params["methods"] if m == DEFAULT_METHOD]
-        save(f"{dataset}_table2", table2_figure(dataset, rows, paper))
+        beside = {m for m in variants["methods"] if dataset in variants["datasets"] and config.runs_for(params, dataset, m)}
+        save(f"{dataset}_table2", table2_figure(dataset, with_variants_beside(tuple(rows), "table2", beside), paper))
     write_cell_data("accuracy", config.trained_cells(params), accuracy_per_seed)
     print(f"wrote {len(saved)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
 

@@ -23,7 +23,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from pipeline import config
-from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS
+from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
 from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
 
 PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
@@ -195,10 +195,10 @@ def table2_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
              "numbers are shown.", "",
              "| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
     flagged = []  # the cells marked †, for the footnote
-    for method in TABLE2_ROWS:
+    for method in with_variants_beside(TABLE2_ROWS, "table2", {m for entry in metrics.values() for m in entry}):
         cells = []
         for dataset in datasets:
-            theirs = paper["table2"].get(method, {}).get(dataset)
+            theirs = paper["table2"].get(method if method == "gden" else REGISTRY[method].paper[1], {}).get(dataset)
             theirs_text = "-" if theirs is None else (theirs if isinstance(theirs, str) else
                                                       _fmt_paper({"mean": theirs[0], "std": theirs[1]}))
             m = metrics.get(dataset, {}).get(method)

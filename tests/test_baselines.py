@@ -2,11 +2,13 @@
 reference, and the protocol they share with CAD-Net."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch.func import vmap
 
-from conftest import update_params
+from conftest import SHIPPED_PARAMS, update_params
 from pipeline import baselines, config, train
 from pipeline.files import save_torch
 from pipeline.methods import BASELINES, REGISTRY
@@ -215,6 +217,17 @@ def test_mixhop_penalty_is_l2_plus_per_unit_lasso_on_kernels_and_the_q_term():
         net.centre.copy_(torch.tensor([100.0]))  # not a kernel: no penalty
     want = 0.1 * (25 + 1) + 0.01 * (5 + 1 + 0) + 1e-3 * 4
     torch.testing.assert_close(net.penalty(dict(net.named_parameters())), torch.tensor(want))
+
+
+def test_mixhop_l2_as_shipped_puts_no_lasso_on_its_kernels():
+    """The entry's resolved settings reach the network: its penalty is L2 and the q term alone."""
+    hp = config.hparams_for(copy.deepcopy(SHIPPED_PARAMS), "citeseer", "mixhop_l2")
+    net = baselines.make_network("mixhop", 5, 6, hp, 3)
+    params = dict(net.named_parameters())
+    kernels = [lin.weight for layer in (net.hidden, net.output) for lin in layer.lins]
+    want = hp["kernel_l2"] * sum(w.pow(2).sum() for w in kernels) + 1e-3 * net.q.pow(2).mean()
+    torch.testing.assert_close(net.penalty(params), want)
+    assert hp["kernel_l2"] > 0
 
 
 def test_mixhop_output_widths_must_make_whole_class_segments():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import NO_VARIANTS, update_params
+from conftest import NO_VARIANTS, read_params, update_params
 from pipeline import check, config
 from pipeline.paths import CHECKED_FILE, seed_count_file
 
@@ -35,6 +35,30 @@ def test_each_cell_gets_its_own_seed_count_file(workdir):
     check.main([])
     assert (workdir / seed_count_file("cora", "gat")).read_text() == "runs: 5\n"
     assert (workdir / seed_count_file("cora", "gcn")).read_text() == counts[("cora", "gcn")]
+
+
+def test_a_cell_reading_anothers_settings_has_them_in_its_file(workdir):
+    """mixhop_l2's stages list only its own params block: its cell file changes when the block it
+    reads (method_hparams.mixhop) changes what it trains with, and only then; MixHop's file
+    holds its count alone."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=7, baselines={"datasets": ["cora"],
+                  "methods": ["mixhop"], "runs": {}}, variants={"datasets": ["cora"], "methods": ["mixhop_l2"], "runs": {}},
+                  device="cpu")
+    check.main([])
+    l2_only = workdir / seed_count_file("cora", "mixhop_l2")
+    first = l2_only.read_text()
+    assert first.startswith("runs: 7\nsettings read from method_hparams.mixhop: ")
+    assert (workdir / seed_count_file("cora", "mixhop")).read_text() == "runs: 7\n"
+    params = read_params(workdir)
+    update_params(workdir, method_hparams={**params["method_hparams"], "mixhop": {**params["method_hparams"]["mixhop"],
+                                                                                  "kernel_lasso": 0.5}})
+    check.main([])
+    assert l2_only.read_text() == first  # a key mixhop_l2 holds at 0: nothing it trains with moved
+    params = read_params(workdir)
+    update_params(workdir, method_hparams={**params["method_hparams"], "mixhop": {**params["method_hparams"]["mixhop"],
+                                                                                  "p_drop": 0.5}})
+    check.main([])
+    assert l2_only.read_text() != first and l2_only.read_text().startswith("runs: 7\n")
 
 
 def test_a_bad_row_of_an_unselected_dataset_fails_without_writing(workdir):

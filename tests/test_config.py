@@ -17,7 +17,7 @@ import yaml
 
 from conftest import PROJECT_ROOT, SHIPPED_PARAMS, read_params, shipped_params_text, with_variants_in_selection, write_params
 from pipeline import config
-from pipeline.methods import BASELINES
+from pipeline.methods import BASELINES, REGISTRY
 from pipeline.config import ConfigError
 
 SPEC = PROJECT_ROOT / "docs" / "SPEC.md"  # the in-repository copy of the specification
@@ -193,7 +193,7 @@ def test_shipped_params_load_and_every_row_resolves(tmp_path):
     studies = set(params["methods"]) | set(params["variants"]["methods"])
     assert studies | set(BASELINES) == set(config.METHODS)  # the baselines run are a choice of the time
     assert set(params["baselines"]["methods"]) <= set(BASELINES)
-    assert set(params["method_hparams"]) == set(config.METHODS)
+    assert set(params["method_hparams"]) == set(config.METHODS)  # mixhop_l2's too: its stage lists it
     assert set(params["hparams"]) == set(config.DATASETS)
     for key in config.TABLE_RULES:  # every override exists (dvc exp run -S needs the key) ...
         assert key in params and params[key] is None, key  # ... and is off in the shipped file
@@ -201,8 +201,8 @@ def test_shipped_params_load_and_every_row_resolves(tmp_path):
         for method in config.METHODS:
             hp = config.hparams_for(params, dataset, method)
             assert set(hp) <= set(config.HPARAM_RULES)
-            if method in BASELINES:
-                assert hp["baseline"] == method and "beta" not in hp
+            if method in BASELINES or REGISTRY[method].hparams_of in BASELINES:
+                assert hp["baseline"] == (REGISTRY[method].hparams_of or method) and "beta" not in hp
             else:
                 assert set(config.TABLE_RULES) <= set(hp) and {"transition", "propagation", "weighting"} <= set(hp)
 
@@ -462,6 +462,36 @@ def test_mixhop_own_keys_are_checked(workdir, key, value, message):
     with pytest.raises(ConfigError) as info:
         config.hparams_for(loaded, "citeseer", "mixhop")  # which takes the defaults of these keys
     assert_one_line(info.value, *message)
+
+
+def test_mixhop_l2_reads_mixhops_settings_but_fixes_its_lasso_to_zero(workdir):
+    """mixhop_l2 is MixHop with L2 alone on its kernels: every setting from method_hparams.mixhop
+    (its per-dataset rows too), but the lasso held at 0 whatever that block says."""
+    params = params_with()
+    params["method_hparams"]["mixhop"]["citeseer"] = {**params["method_hparams"]["mixhop"]["citeseer"],
+                                                      "kernel_lasso": 0.3, "lr": 0.125}
+    loaded = load(workdir, params)
+    mixhop, l2_only = (config.hparams_for(loaded, "citeseer", m) for m in ("mixhop", "mixhop_l2"))
+    assert mixhop["kernel_lasso"] == 0.3 and l2_only["kernel_lasso"] == 0.0
+    assert l2_only["lr"] == 0.125 and l2_only["baseline"] == "mixhop"
+    assert {k: v for k, v in l2_only.items() if k != "kernel_lasso"} == {k: v for k, v in mixhop.items() if k != "kernel_lasso"}
+    params["method_hparams"]["mixhop_l2"] = {"lr": 0.5, "citeseer": {"epochs": 200}}  # its own values win
+    loaded = load(workdir, params)
+    l2_only = config.hparams_for(loaded, "citeseer", "mixhop_l2")
+    assert (l2_only["lr"], l2_only["epochs"], l2_only["kernel_lasso"]) == (0.5, 200, 0.0)
+    assert config.hparams_for(loaded, "cora", "mixhop_l2")["epochs"] == 400
+    assert config.hparams_for(loaded, "citeseer", "mixhop")["lr"] == 0.125  # MixHop's own untouched
+    for block, message in (({"kernel_lasso": 0.1}, ["method_hparams.mixhop_l2.kernel_lasso", "unknown key"]),
+                           ({"citeseer": {"lr": -1}}, ["method_hparams.mixhop_l2.citeseer.lr", "-1"])):
+        params["method_hparams"]["mixhop_l2"] = block
+        with pytest.raises(ConfigError) as info:
+            config.hparams_for(load(workdir, params), "citeseer", "mixhop_l2")
+        assert_one_line(info.value, *message)
+    params["method_hparams"]["mixhop_l2"] = {}
+    params["method_hparams"]["mixhop"]["citeseer"]["p_drop"] = 1.5  # a bad value in the block it reads
+    with pytest.raises(ConfigError) as info:
+        config.hparams_for(load(workdir, params), "citeseer", "mixhop_l2")
+    assert_one_line(info.value, "method_hparams.mixhop.citeseer.p_drop", "1.5")
 
 
 @pytest.mark.parametrize("variants, message", [

@@ -22,8 +22,9 @@ def test_entry_is_complete(name):
     for key, value in entry.fixed.items():  # what it fixes is a valid value of a known key
         check, allowed = config.HPARAM_RULES[key]
         assert check(value), (name, key, value, allowed)
-    if name in BASELINES:  # its network, and its settings its own
-        assert entry.fixed["baseline"] == name and entry.table_keys is not None and not entry.chunk_independent
+    if name in BASELINES or entry.hparams_of in BASELINES:  # its network, and its settings its own (or that one's)
+        assert entry.fixed["baseline"] == (entry.hparams_of or name)
+        assert entry.table_keys is not None and not entry.chunk_independent
         assert {"lr", "weight_decay", "epochs", "early_stop_window"} <= set(entry.own_keys)
     else:  # CAD-Net's network with AdaCAD's three parts set
         assert {"transition", "propagation", "weighting"} <= set(entry.fixed) and entry.table_keys is None
@@ -57,3 +58,15 @@ def test_methods_differ_in_what_they_fix():
         key = (entry.builder, tuple(sorted(entry.fixed.items())))
         assert key not in seen, (name, seen.get(key))
         seen[key] = name
+
+
+def test_mixhop_l2_is_mixhops_entry_with_the_lasso_held_at_zero():
+    """Same builder, network, loop, paper row and settings block as MixHop; only the kernel
+    lasso is fixed (to 0) instead of read, and its name and label say so."""
+    mixhop, l2_only = REGISTRY["mixhop"], REGISTRY["mixhop_l2"]
+    assert l2_only.hparams_of == "mixhop" and not mixhop.hparams_of
+    assert l2_only.fixed == {**mixhop.fixed, "kernel_lasso": 0.0}
+    assert l2_only.own_keys == tuple(k for k in mixhop.own_keys if k != "kernel_lasso")
+    same = ("builder", "paper", "batched", "chunk_independent", "table_keys")
+    assert [getattr(l2_only, f) for f in same] == [getattr(mixhop, f) for f in same]
+    assert "mixhop_l2" not in BASELINES  # reported beside MixHop, not a twelfth method of Table 2

@@ -50,6 +50,15 @@ def test_an_estimate_uses_the_seeds_of_its_own_device_kind_where_there_are_any(t
     assert plan.estimate("photo", "cadnet", 60, tmp_path).startswith("~24 s")  # no CPU seeds: the GPU's figure
 
 
+def test_an_entry_reading_anothers_settings_borrows_that_ones_figure_here(tmp_path):
+    """mixhop_l2 is MixHop's network with one setting changed: MixHop's figure on the same
+    dataset (2 s per seed), not CAD-Net's (0.1 s)."""
+    write_table(tmp_path, "cora", "cadnet", [(100, 1.0, "cpu")])
+    write_table(tmp_path, "cora", "mixhop", [(400, 5.0, "cpu")])
+    assert plan.estimate("cora", "mixhop_l2", 60, tmp_path) == (
+        "~2.0 min (at the committed run's 2.0 s per seed of cora/mixhop, the same network)")
+
+
 def test_a_cell_never_run_borrows_its_methods_figure_on_the_nearest_dataset_scaled_by_cadnets_cost(tmp_path):
     """GCN on Computers has no figure: GCN's on Photo (100 s per seed), times CAD-Net's cost per
     epoch on Computers over Photo (300 / 150 ms = 2), not over Cora (whose CAD-Net epoch is far

@@ -168,3 +168,23 @@ def test_a_methods_tick_names_its_seed_count_and_the_papers_oom(evaluated):
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     plot.plt.close(fig)
     assert ticks == ["Cheby\nnot run\npaper OOM", "GCN\n3 seeds", "CAD-Net\n3 seeds"], ticks
+
+
+def test_table2_figure_shows_a_variant_beside_its_row(evaluated, monkeypatch):
+    """mixhop_l2 (a variant compared with MixHop's row) comes right after MixHop in Cora's Table 2
+    figure; on a dataset where it is not run, it is left out."""
+    update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "mixhop"], "runs": {}},
+                  variants={"datasets": ["cora"], "methods": ["mixhop_l2"], "runs": {}})
+    for method in ("gcn", "mixhop", "mixhop_l2"):
+        write_fake_seeds(evaluated, method=method, accs=(0.80, 0.81, 0.82))
+        evaluate.main(["cora", method])
+    drawn = {}
+    real = plot.table2_figure
+    monkeypatch.setattr(plot, "table2_figure", lambda dataset, methods, paper: drawn.setdefault(dataset, methods)
+                        and real(dataset, methods, paper))
+    plot.main([])
+    assert drawn["cora"] == ["gcn", "mixhop", "mixhop_l2", "cadnet"]
+    update_params(evaluated, variants={"datasets": ["cora"], "methods": ["mixhop_l2"], "runs": {"cora": {"mixhop_l2": 0}}})
+    drawn.clear()
+    plot.main([])
+    assert drawn["cora"] == ["gcn", "mixhop", "cadnet"]

@@ -289,3 +289,19 @@ def test_a_baseline_still_improving_at_its_last_epoch_is_flagged_in_table2_and_t
     compared = stats.comparisons(tables, metrics, params)
     claims = "\n".join(stats.claims_markdown(compared, metrics))
     assert "not final: GCN still improving at the last epoch (†)" in claims
+
+
+def test_a_variant_compared_with_a_table2_row_follows_that_row_in_table2():
+    """mixhop_l2 (paper row: MixHop's) is shown right after MixHop, against MixHop's paper
+    numbers; a variant that did not run gets no row."""
+    paper = stats.load_paper()
+    cell = pd.DataFrame({"seed": [0, 1], "test_acc": [0.70, 0.72], "selected_epoch": [10, 10], "epochs_run": [400, 400]})
+    tables = {("citeseer", m): cell for m in ("mixhop", "mixhop_l2", "cadnet")}
+    metrics = stats.collect(tables, paper)
+    rows = [line.split(" | ")[0] for line in stats.table2_markdown(metrics, {"datasets": ["citeseer"]}, paper)
+            if line.startswith("| ") and " / " in line]
+    at = rows.index("| MixHop")
+    assert rows[at + 1] == "| MixHop, L2 only (May 2019 code)" and rows[at + 2] == "| SGC"
+    assert "| CAD-Net, Eq. 6 direction" not in rows  # cadnet_pull did not run
+    line = next(l for l in stats.table2_markdown(metrics, {"datasets": ["citeseer"]}, paper) if l.startswith("| MixHop, L2"))
+    assert line.endswith(" / 71.5 ± 0.8 |")
