@@ -374,14 +374,8 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
     method = entry.hparams_of or method  # the block read, which every message below names
     # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
     per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (entry.table_keys or ()))
-    for where, mapping in ((f"method_hparams.{method}", own), (f"method_hparams.{method}.{dataset}", per_dataset)):
-        # a block read for another entry may hold that entry's keys which this one fixes
-        keys = REGISTRY[method].own_keys + OPTIONAL_OWN_KEYS + (per_dataset_only if mapping is per_dataset else ())
-        for key in mapping:
-            if key not in keys and not (mapping is own and key in DATASETS):
-                raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(keys) or 'none'}")
-            if key in per_dataset_only:
-                _check_hparam(f"{where}.{key}", key, mapping[key])
+    # a block read for another entry may hold that entry's keys which this one fixes
+    _check_known_keys(own, per_dataset, dataset, method, REGISTRY[method].own_keys + OPTIONAL_OWN_KEYS, per_dataset_only)
     values = {}
     for key in allowed:
         value = per_dataset.get(key, protocol.get(key, own.get(key)))
@@ -389,11 +383,7 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
             raise ConfigError(f"method_hparams.{method}.{key}: missing")
         _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
         values[key] = value
-    for key in OPTIONAL_OWN_KEYS:
-        value = per_dataset.get(key, own.get(key))
-        if value is not None:
-            _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
-            values[key] = value
+    values.update(_values_set(own, per_dataset, dataset, method, OPTIONAL_OWN_KEYS))
     return values
 
 
@@ -403,15 +393,31 @@ def _own_overrides(block: dict, dataset: str, method: str) -> dict:
     entry fixes are not among them."""
     keys = REGISTRY[method].own_keys + OPTIONAL_OWN_KEYS
     per_dataset = block.get(dataset) or {}
-    for where, mapping in ((f"method_hparams.{method}", block), (f"method_hparams.{method}.{dataset}", per_dataset)):
+    _check_known_keys(block, per_dataset, dataset, method, keys)
+    return _values_set(block, per_dataset, dataset, method, keys)
+
+
+def _check_known_keys(block: dict, per_dataset: dict, dataset: str, name: str, keys: tuple[str, ...],
+                      per_dataset_only: tuple[str, ...] = ()) -> None:
+    """Every key of `method_hparams.<name>` is one of ``keys`` or a dataset's row, and every key
+    of its `.<dataset>` row one of ``keys`` or ``per_dataset_only`` (whose values are checked here)."""
+    for where, mapping in ((f"method_hparams.{name}", block), (f"method_hparams.{name}.{dataset}", per_dataset)):
+        known = keys + (per_dataset_only if mapping is per_dataset else ())
         for key in mapping:
-            if key not in keys and not (mapping is block and key in DATASETS):
-                raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(keys)}")
+            if key not in known and not (mapping is block and key in DATASETS):
+                raise ConfigError(f"{where}.{key}: unknown key; allowed keys: {', '.join(known) or 'none'}")
+            if key in per_dataset_only:
+                _check_hparam(f"{where}.{key}", key, mapping[key])
+
+
+def _values_set(block: dict, per_dataset: dict, dataset: str, name: str, keys: tuple[str, ...]) -> dict:
+    """Those of ``keys`` that `method_hparams.<name>` or its `.<dataset>` row sets (the row's
+    value wins), each checked under the name of where it was set."""
     values = {}
     for key in keys:
         value = per_dataset.get(key, block.get(key))
         if value is not None:
-            _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
+            _check_hparam(f"method_hparams.{name}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
             values[key] = value
     return values
 

@@ -123,6 +123,7 @@ BASELINES = ("cheb", "gcn", "sage", "jknet", "mixhop", "sgc", "agnn", "gat", "gr
 REGISTRY["mixhop_l2"] = _baseline_as(REGISTRY["mixhop"], "mixhop_l2", "MixHop, L2 only (May 2019 code)",
                                      {"kernel_lasso": 0.0})
 
+
 def with_variants_beside(rows: tuple[str, ...], table: str, ran: set[str]) -> list[str]:
     """``rows``, each followed by the methods of ``ran`` outside them that are compared with its
     row of the paper's ``table``: a variant reported beside it (``mixhop_l2`` after ``mixhop``)."""
