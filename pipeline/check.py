@@ -21,11 +21,13 @@ reruns them when the block they read changes.
 """
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from pipeline import config, plan
 from pipeline.methods import REGISTRY
-from pipeline.paths import CHECKED_FILE, PARAMS_FILE, seed_count_file
+from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, seed_count_file
 from pipeline.progress import duration
 
 
@@ -72,19 +74,55 @@ def plan_lines(params: dict, device: str) -> list[str]:
     return lines
 
 
+def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None:
+    """Refuse a ``memory_budget_gb`` below one seed of a trained cell, which every train stage
+    would refuse later. From the graph's counts in reports/data (features taken as empty: a
+    lower bound of the train stage's estimate); a dataset not yet preprocessed is skipped."""
+    from pipeline.train import peak_bytes_of, sizes_from_counts  # the train stage's own estimate
+
+    budget = params.get("memory_budget_gb", 6)
+    for dataset, method in config.trained_cells(params):
+        path = data_root / f"{dataset}.json"
+        counts = json.loads(path.read_text()) if path.exists() else {}
+        if not {"nodes", "directed_edges", "features", "classes"} <= set(counts):
+            continue
+        hp = config.hparams_for(params, dataset, method)
+        sizes = sizes_from_counts(hp, nodes=counts["nodes"], directed_edges=counts["directed_edges"],
+                                  features=counts["features"], feature_nnz=0, classes=counts["classes"])
+        one_seed = peak_bytes_of(sizes, hp, 1)
+        if one_seed > budget * 2**30:
+            raise config.ConfigError(f"memory_budget_gb: {budget} GB is below the estimated peak of one seed of "
+                                     f"{dataset}/{method} (at least {one_seed / 2**30:.3g} GB); raise it")
+
+
+def cell_file_text(params: dict, dataset: str, method: str) -> str:
+    """What one cell's train and evaluate stages depend on besides their params keys: its
+    number of seeds; where its seeds depend on the chunk they train in (a baseline's, which
+    share their chunk's dropout stream), the settings that size the chunk; and where its entry
+    reads another's block, a fingerprint of the settings read."""
+    text = f"runs: {config.runs_for(params, dataset, method)}\n"
+    entry = REGISTRY[method]
+    hp = config.hparams_for(params, dataset, method)
+    if entry.batched and not entry.chunk_independent and params.get("engine", "batched") == "batched":
+        cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))
+        text += f"seeds per chunk: at most {cap}, within memory_budget_gb {params.get('memory_budget_gb', 6)}\n"
+    if entry.hparams_of:  # its stage's params deps list its own block; this line stands for the one it reads
+        text += f"settings read from method_hparams.{entry.hparams_of}: {config.fingerprint(hp)}\n"
+    return text
+
+
 def main(argv: list[str]) -> None:
+    if argv:
+        raise config.ConfigError(f"usage: python -m pipeline.check; unexpected argument {argv[0]!r}")
     params = config.load_params()
     config.check_everything(params)
+    check_memory_budget(params)
     device = resolve_device_name(params.get("device", "auto"))
     print("\n".join(plan_lines(params, device)), file=sys.stderr)
     for dataset, method in config.cells(params):
         counts = seed_count_file(dataset, method)
         counts.parent.mkdir(parents=True, exist_ok=True)
-        text = f"runs: {config.runs_for(params, dataset, method)}\n"
-        base = REGISTRY[method].hparams_of
-        if base:  # its stage's params deps list its own block; this line stands for the one it reads
-            text += f"settings read from method_hparams.{base}: {config.fingerprint(config.hparams_for(params, dataset, method))}\n"
-        counts.write_text(text)
+        counts.write_text(cell_file_text(params, dataset, method))
     CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)
     CHECKED_FILE.write_text(f"{PARAMS_FILE}: valid\n")
 

@@ -6,6 +6,7 @@ the values it may take (:class:`ConfigError`).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -41,6 +42,11 @@ STUDY_KEYS = {"variants": ("datasets", "methods", "runs"),
 BASELINE_PROTOCOL_KEYS = ("normalize_features", "epochs", "early_stop_window")
 TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", *STUDIES, "device", "engine", "seed_chunk",
                   "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
+# The top-level keys a stage of dvc.yaml lists under `params:` (besides the global overrides of
+# TABLE_RULES, which it lists too): DVC fails on a missing one only after deleting that stage's
+# outputs, so the check stage requires them first (tests/test_dvc_yaml.py holds the two lists
+# together).
+DVC_READS = ("datasets", "methods", *STUDIES, "engine", "hparams", "method_hparams")
 
 # One rule per hyperparameter of CAD-Net's table: (check, description of the allowed values).
 # Every row of `hparams` has all of them; each has a global override of the same name.
@@ -150,24 +156,64 @@ def check_choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"{key}: unknown value {value!r}; allowed values: {', '.join(allowed)}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key written twice in one mapping is an error: DVC refuses such
+    a file, while PyYAML alone would silently keep the last value for the stage commands."""
+
+    def construct_mapping(self, node, deep=False):
+        lines: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in lines:
+                raise ConfigError(f"{key}: written twice in {self.name} (lines {lines[key]} and {line}); keep one")
+            lines[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's content; unreadable bytes, bad syntax and repeated keys are one line that
+    names the file and the line."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[:err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {err.object[err.start]:#04x}); save it as UTF-8") from None
+    loader = _UniqueKeyLoader(text)
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context = getattr(err, "context", None)
+        raise ConfigError(f"{where}: not valid YAML ({problem}{'; ' + context if context else ''}); "
+                          f"indent with spaces and close every bracket") from None
+    finally:
+        loader.dispose()
+
+
 def load_params(path: Path | str = PARAMS_FILE) -> dict:
     """Read params.yaml and check the top-level keys and every global override."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: file not found (run from the project root)")
-    params = _numbers_from_strings(yaml.safe_load(path.read_text()) or {})
+    params = read_yaml(path)
+    if params is not None and not isinstance(params, dict):
+        raise ConfigError(f"{path}: must be a mapping of keys to values, not a {type(params).__name__}")
+    params = _numbers_from_strings(params or {})
     known = {*TOP_LEVEL_KEYS, *TABLE_RULES}
     unknown = sorted(set(params) - known)
     if unknown:  # a typo such as `betta: 0.9` would otherwise be ignored silently
         raise ConfigError(f"{unknown[0]}: unknown key in {path}; allowed keys: {', '.join(sorted(known))}")
+    missing = [key for key in (*DVC_READS, *TABLE_RULES) if key not in params]
+    if missing:  # DVC would fail on it only after deleting a stage's outputs
+        hint = " (null keeps each dataset's value)" if missing[0] in TABLE_RULES else ""
+        raise ConfigError(f"{missing[0]}: missing from {path}; dvc.yaml's stages read it, so write it back{hint}")
 
     for key in ("datasets", "methods"):
-        if not isinstance(params.get(key), list) or not params[key]:
-            raise ConfigError(f"{key}: must be a non-empty list")
-    for name in params["datasets"]:
-        check_choice("datasets", name, DATASETS)
-    for name in params["methods"]:
-        check_choice("methods", name, METHODS)
+        _check_names(key, params.get(key), DATASETS if key == "datasets" else METHODS, non_empty=True)
     _check_runs("runs", params.get("runs"))
     params["runs_by_dataset"] = _check_runs_by_dataset("runs_by_dataset", params.get("runs_by_dataset"))
     claimed = set(params["methods"])
@@ -198,7 +244,24 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
         raise ConfigError("method_hparams: must be a mapping of method name to its hyperparameters")
     for name in own:
         check_choice("method_hparams", name, METHODS)
+    for _, method in cells(params):
+        if method not in own:  # each cell's train stage lists method_hparams.<method>
+            raise ConfigError(f"method_hparams.{method}: missing; dvc.yaml's train stages read it "
+                              f"(write `{method}: {{}}` under method_hparams where it has no keys of its own)")
     return params
+
+
+def _check_names(where: str, names: Any, allowed: tuple[str, ...], non_empty: bool = False) -> None:
+    """A block-style list of distinct names drawn from ``allowed``."""
+    if not isinstance(names, list) or (non_empty and not names):
+        got = "an empty list" if names == [] else repr(names)
+        raise ConfigError(f"{where}: got {got}; allowed values: a {'non-empty ' if non_empty else ''}list drawn from "
+                          f"{', '.join(allowed)} (one per line, each after '- ')")
+    for name in names:
+        check_choice(where, name, allowed)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"{where}: {twice[0]!r} is listed twice; list each once")
 
 
 def _check_runs(where: str, runs: Any, lowest: int = 1) -> None:
@@ -215,20 +278,18 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
     <method>, and one folder cannot be the output of two stages."""
     keys = STUDY_KEYS[study]
     spec = params.get(study)
-    if spec is None:
-        params[study] = {"datasets": [], "methods": [], "runs": {}, **({"protocol": {}} if study == "baselines" else {})}
-        return
     if not isinstance(spec, dict) or set(spec) - set(keys):
         raise ConfigError(f"{study}: must be a mapping with keys {', '.join(keys)}")
+    # dvc.yaml's matrices iterate over these lists and its train stages list baselines.protocol
+    for key in ("datasets", "methods", *(("protocol",) if study == "baselines" else ())):
+        if key not in spec:
+            raise ConfigError(f"{study}.{key}: missing; dvc.yaml's stages read it (an empty one: {'{}' if key == 'protocol' else '[]'})")
     for key in ("datasets", "methods"):
-        if not isinstance(spec.get(key), list):
-            raise ConfigError(f"{study}.{key}: must be a list")
+        _check_names(f"{study}.{key}", spec[key], DATASETS if key == "datasets" else METHODS)
     for name in spec["datasets"]:
-        check_choice(f"{study}.datasets", name, DATASETS)
         if name not in params["datasets"]:  # only selected datasets are downloaded and preprocessed
             raise ConfigError(f"{study}.datasets: {name!r} is not in datasets; add it there or drop it here")
     for name in spec["methods"]:
-        check_choice(f"{study}.methods", name, METHODS)
         if name in claimed:
             raise ConfigError(f"{study}.methods: {name!r} is also in another study; list each method in one study only")
         claimed.add(name)
@@ -257,7 +318,7 @@ def _check_runs_by_dataset(where: str, runs: Any, methods: list[str] | None = No
     given) may also map a dataset to {method: runs} for some of them (the others use `runs`),
     where 0 means the cell is not run (it stays in the DVC matrix, trains nothing, and the
     tables say "not run")."""
-    runs = runs or {}
+    runs = {} if runs is None else runs  # absent or written empty; 0 or "" is not a mapping
     if not isinstance(runs, dict):
         hint = " (others use `runs`)" if methods is None else ", or to {method: runs}"
         raise ConfigError(f"{where}: must map a dataset to its number of runs{hint}")
@@ -428,9 +489,35 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def run_main(main, argv: list[str] | None = None) -> None:
-    """Run a stage's main(argv); a PipelineError becomes one line on stderr and exit code 1."""
+def cell_args(argv: list[str], stage: str) -> tuple[str, str]:
+    """``<dataset> [<method>]`` of a per-cell stage command (method: cadnet), each checked; an
+    extra argument is refused rather than ignored."""
+    if not 1 <= len(argv) <= 2:
+        extra = f"; unexpected argument {argv[2]!r}" if len(argv) > 2 else ""
+        raise ConfigError(f"usage: python -m pipeline.{stage} <dataset> [<method>]{extra}")
+    dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
+    check_choice("dataset", dataset, DATASETS)
+    check_choice("method", method, METHODS)
+    return dataset, method
+
+
+# OSError numbers meaning the disk (or the user's quota) is full
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def run_main(main, argv: list[str] | None = None, kept: str = "files it finished are kept") -> None:
+    """Run a stage's main(argv). A PipelineError becomes one line on stderr and exit code 1; so
+    do a full disk and Ctrl-C, each saying what was kept (``kept``: what this stage keeps, since
+    it writes every file whole or not at all)."""
     try:
         main(sys.argv[1:] if argv is None else argv)
     except PipelineError as err:
         sys.exit(f"error: {err}")
+    except KeyboardInterrupt:
+        print(f"interrupted: {kept}; run it again to go on", file=sys.stderr)
+        sys.exit(130)
+    except OSError as err:
+        if err.errno not in DISK_FULL:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        sys.exit(f"error: {where}no space left on device; {kept}; free some space and run it again")

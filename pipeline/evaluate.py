@@ -15,15 +15,11 @@ import pandas as pd
 import torch
 
 from pipeline import config
+from pipeline.files import write_csv_atomic, write_text_atomic
 from pipeline.paths import EVAL_ROOT, HISTORY_ROOT, RUNS_ROOT, seed_file
+from pipeline.tables import PER_SEED_COLUMNS, summarize
 
 GAMMA_BINS = 50
-# ms_per_seed_epoch: wall time of an epoch (training step and eval pass) divided by the seeds
-# trained together; one seed at a time, simply the epoch's wall time.
-PER_SEED_COLUMNS = [
-    "seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run",
-    "ms_per_seed_epoch", "gamma_mean", "engine", "device",
-]
 # seeds saved before records named their device were all trained on this project's CPU machines
 DEVICE_BEFORE_RECORDED = "cpu"
 
@@ -84,45 +80,29 @@ def gamma_histogram(records: list[dict]) -> pd.DataFrame:
                          f"count_seed_{min(r['seed'] for r in records)}": counts_first})
 
 
-def summarize(table: pd.DataFrame) -> dict:
-    """Mean and sample standard deviation (as the authors' ``torch.std``), in percent."""
-    acc = 100.0 * table["test_acc"]
-    return {
-        "runs": int(len(table)),
-        "test_acc": {"mean": round(float(acc.mean()), 4), "std": round(float(acc.std(ddof=1)) if len(acc) > 1 else 0.0, 4)},
-        "ms_per_seed_epoch": round(float(table["ms_per_seed_epoch"].mean()), 3),
-        "epochs_run": round(float(table["epochs_run"].mean()), 2),
-    }
-
-
 def main(argv: list[str]) -> None:
-    if not argv:
-        raise config.ConfigError("usage: python -m pipeline.evaluate <dataset> [<method>]")
-    dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
-    config.check_choice("dataset", dataset, config.DATASETS)
-    config.check_choice("method", method, config.METHODS)
+    dataset, method = config.cell_args(argv, "evaluate")
     params = config.load_params()
 
     records = load_records(dataset, method, config.runs_for(params, dataset, method))
     table = per_seed_table(records)
-    out_dir = EVAL_ROOT / dataset
-    out_dir.mkdir(parents=True, exist_ok=True)
-    history_dir = HISTORY_ROOT / dataset
-    history_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_dir / f"{method}.csv", index=False, float_format="%.6g")
+    out_dir, history_dir = EVAL_ROOT / dataset, HISTORY_ROOT / dataset
+    # each file whole or not at all, the summary last: a cut-short run leaves no summary that
+    # is newer than the table it describes (stats checks the two against each other)
+    write_csv_atomic(out_dir / f"{method}.csv", table, index=False, float_format="%.6g")
     if not records:  # runs 0: the cell is in the DVC matrix but not run; its outputs say so
         for path in (out_dir / f"{method}_gamma.csv", history_dir / f"{method}_history.csv"):
-            path.write_text("")
-        (out_dir / f"{method}.json").write_text(json.dumps({"runs": 0}, indent=2) + "\n")
+            write_text_atomic(path, "")
+        write_text_atomic(out_dir / f"{method}.json", json.dumps({"runs": 0}, indent=2) + "\n")
         print(f"{dataset}/{method}: not run (runs 0)")
         return
-    gamma_histogram(records).to_csv(out_dir / f"{method}_gamma.csv", index=False, float_format="%.6g")
-    history_table(records).to_csv(history_dir / f"{method}_history.csv", index=False, float_format="%.6g")
+    write_csv_atomic(out_dir / f"{method}_gamma.csv", gamma_histogram(records), index=False, float_format="%.6g")
+    write_csv_atomic(history_dir / f"{method}_history.csv", history_table(records), index=False, float_format="%.6g")
     summary = summarize(table)
-    (out_dir / f"{method}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(out_dir / f"{method}.json", json.dumps(summary, indent=2) + "\n")
     acc = summary["test_acc"]
     print(f"{dataset}/{method}: {acc['mean']:.2f} ± {acc['std']:.2f} over {summary['runs']} runs")
 
 
 if __name__ == "__main__":
-    config.run_main(main)
+    config.run_main(main, kept="the seed files and the evaluate outputs written before it are kept whole")

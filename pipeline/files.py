@@ -24,8 +24,21 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        if err.filename in (None, str(tmp)):  # the message should name the file meant, not its temporary
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def write_csv_atomic(path: Path, table, **to_csv) -> None:
+    """A pandas table as CSV, whole or not at all (a full disk leaves no row cut in half)."""
+    write_atomic(path, lambda tmp: table.to_csv(tmp, **to_csv))
 
 
 def temporary_name(path: Path) -> Path:

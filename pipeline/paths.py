@@ -13,6 +13,7 @@ PROCESSED_ROOT = Path("data/processed")  # preprocess: data/processed/<dataset>/
 FEATURES_AS_READ = "features_as_read.pt"  # preprocess: beside graph.pt, the features before normalisation
 DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json
 RUNS_ROOT = Path("data/runs")  # train: data/runs/<dataset>/<method>/seed_NNN.pt
+LOCKS_ROOT = Path("data/locks")  # train: data/locks/<dataset>-<method>.lock while a process trains that cell
 STASH_ROOT = Path("data/stash")  # train: seeds of other settings, data/stash/<dataset>/<method>/<fingerprint>/
 EVAL_ROOT = Path("reports/eval")  # evaluate: reports/eval/<dataset>/<method>{.csv,.json,_gamma.csv}
 HISTORY_ROOT = Path("data/eval")  # evaluate: data/eval/<dataset>/<method>_history.csv

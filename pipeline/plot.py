@@ -33,6 +33,7 @@ from pipeline import config  # noqa: E402
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
 from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import load_paper, paper_row  # noqa: E402
+from pipeline.tables import read_per_seed  # noqa: E402
 
 DEFAULT_METHOD = "cadnet"
 LEGEND_BELOW = dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
@@ -67,7 +68,7 @@ def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float
     ax.axhspan(mean - std, mean + std, color="tab:gray", alpha=0.25, label=band)
     ax.axhline(mean, color="tab:gray", lw=1)
     for method in methods:
-        table = read_table(EVAL_ROOT / dataset / f"{method}.csv")
+        table = read_per_seed(dataset, method)
         acc = 100 * table["test_acc"]
         points = ax.plot(table["seed"], acc, "o", ms=3, alpha=0.7,
                          label=f"{method}: {acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}")
@@ -101,7 +102,7 @@ def comparison_figure(dataset: str, methods: list[str], paper: dict, title: str,
     fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(methods)), 4))
     handles, ticks = {}, []
     for k, method in enumerate(methods):
-        acc = 100 * read_table(EVAL_ROOT / dataset / f"{method}.csv")["test_acc"]
+        acc = 100 * read_per_seed(dataset, method)["test_acc"]
         handles["ours (mean ± std)"] = ax.errorbar(k - 0.12, acc.mean(), yerr=acc.std(ddof=1) if len(acc) > 1 else 0,
                                                    fmt="o", color="tab:blue", capsize=3)
         row = paper_row(paper, dataset, method)
@@ -179,7 +180,7 @@ def write_cell_data(kind: str, cells: list[tuple[str, str]], table_of) -> None:
 
 
 def accuracy_per_seed(dataset: str, method: str) -> pd.DataFrame:
-    table = read_table(EVAL_ROOT / dataset / f"{method}.csv")
+    table = read_per_seed(dataset, method)
     return pd.DataFrame({"seed": table["seed"], "test_acc": (100 * table["test_acc"]).round(4)})
 
 

@@ -26,6 +26,7 @@ from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, t
 
 from pipeline import config, paths
 from pipeline.config import ConfigError, DataError
+from pipeline.download import files_for, is_intact
 from pipeline.files import save_torch, write_atomic
 
 RAW_ROOT = paths.RAW_ROOT
@@ -59,9 +60,27 @@ def read_raw(dataset: str, raw_root: Path = RAW_ROOT) -> Data:
     for path in files:
         if not path.is_file():
             raise DataError(f"{path}: raw file missing; run the download stage for {dataset} first")
-    if dataset in PLANETOID:
-        return read_planetoid_data(str(raw_root / dataset), dataset)
-    return read_npz(str(files[0]), to_undirected=True)
+    fetch_again = f"delete it and run `dvc repro download@{dataset}` to fetch it again"
+    for path, row in checksum_rows(dataset, files):
+        if not is_intact(path, row):  # a truncated file may still parse (a shorter test.index)
+            raise DataError(f"{path}: not the file the checksum table lists ({path.stat().st_size} bytes, expected "
+                            f"{row['bytes']}, or another SHA-256); {fetch_again}")
+    try:
+        if dataset in PLANETOID:
+            return read_planetoid_data(str(raw_root / dataset), dataset)
+        return read_npz(str(files[0]), to_undirected=True)
+    except Exception as err:  # a file the table does not list: EOFError, UnpicklingError, BadZipFile, ...
+        raise DataError(f"{files[0].parent}: a raw file is unreadable ({type(err).__name__}); {fetch_again}") from None
+
+
+def checksum_rows(dataset: str, files: list[Path]) -> list[tuple[Path, dict]]:
+    """Each of ``files`` with its row of the checksum table (pipeline/checksums.tsv), where it
+    has one: the download stage checked each file against it, and so does this stage."""
+    try:
+        rows = {row["file"]: row for row in files_for(dataset)}
+    except DataError:  # a table that lists none of this dataset's files
+        return []
+    return [(path, rows[path.name]) for path in files if path.name in rows]
 
 
 # ---------------------------------------------------------------- cleaning
@@ -201,4 +220,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    config.run_main(main)
+    config.run_main(main, kept="no file is left half-written")

@@ -24,7 +24,8 @@ from scipy import stats as scipy_stats
 
 from pipeline import config
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
-from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
+from pipeline.paths import DATA_STATS_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
+from pipeline.tables import read_per_seed
 
 PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
 BOOTSTRAP_RESAMPLES = 10_000
@@ -83,19 +84,6 @@ def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float] | None) -
         if paper_std:  # GDEN's row gives means only
             metrics["diff_in_paper_std"] = round(diff / paper_std, 3)
     return metrics
-
-
-def read_per_seed(dataset: str, method: str, runs: int | None = None) -> pd.DataFrame:
-    """One cell's per-seed table; with ``runs``, it must hold seeds 0 .. runs-1 once each."""
-    path = EVAL_ROOT / dataset / f"{method}.csv"
-    if not path.exists():
-        raise config.DataError(f"{path}: missing; run `dvc repro` for {dataset}/{method}")
-    table = pd.read_csv(path)
-    if runs is not None and sorted(table["seed"].tolist()) != list(range(runs)):
-        seeds = table["seed"]
-        raise config.DataError(f"{path}: holds {len(seeds)} rows of {seeds.nunique()} distinct seeds, not seeds "
-                               f"0-{runs - 1} once each; rerun `dvc repro` for {dataset}/{method}")
-    return table
 
 
 def collect(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -> dict:

@@ -23,14 +23,18 @@ nodes plus whatever terms the method's network returns (CAD-Net: its entropy reg
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
 import functools
 import hashlib
 import importlib
 import math
+import os
 import pickle
 import re
 import shutil
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -44,7 +48,7 @@ from pipeline.check import resolve_device_name
 from pipeline.batched import estimate_peak_bytes, masked_accuracy, masked_nll
 from pipeline.files import meant_name, save_torch, sha256_of
 from pipeline.methods import REGISTRY
-from pipeline.paths import FEATURES_AS_READ, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
+from pipeline.paths import FEATURES_AS_READ, LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
 from pipeline.splits import split_masks
 
@@ -379,6 +383,7 @@ def _graph_in_worker(dataset: str, rule) -> dict:
 
 
 def _train_seed_in_worker(dataset: str, rule, hp: dict, method: str, seed: int) -> dict:
+    exit_with_parent()
     return train_seed(_graph_in_worker(dataset, rule), hp, seed, "cpu", method)
 
 
@@ -387,11 +392,16 @@ def graph_sizes(graph: dict, hp: dict) -> dict:
     baseline (no K, heads of width hidden) it is a proxy of the same order. A method that
     trains on a diffusion's top-k sparsified graph (PPR, HK, GDC) has at most k edges a node
     there, not the graph's as read (PubMed: 2.5M instead of 88k)."""
-    nodes = graph["y"].size(0)
-    edges = nodes * min(hp["diffusion_topk"], nodes) if "diffusion_topk" in hp else graph["edge_index"].size(1)
-    hidden = hp.get("hidden", graph["num_classes"]) * hp.get("heads", 1)
-    return dict(nodes=nodes, directed_edges=edges, features=graph["x"].size(1),
-                feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"], hidden=hidden, K=hp.get("K", 2))
+    return sizes_from_counts(hp, nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1),
+                             features=graph["x"].size(1), feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"])
+
+
+def sizes_from_counts(hp: dict, nodes: int, directed_edges: int, features: int, feature_nnz: int, classes: int) -> dict:
+    """:func:`graph_sizes` from the graph's counts (the check stage has reports/data's, not the graph)."""
+    edges = nodes * min(hp["diffusion_topk"], nodes) if "diffusion_topk" in hp else directed_edges
+    hidden = hp.get("hidden", classes) * hp.get("heads", 1)
+    return dict(nodes=nodes, directed_edges=edges, features=features, feature_nnz=feature_nnz, classes=classes,
+                hidden=hidden, K=hp.get("K", 2))
 
 
 # GDC's first GCN layer sends a hidden-wide message along each of its ~128 edges a node; the
@@ -405,7 +415,10 @@ GDC_MESSAGE_BYTES_PER_UNIT = 7.5
 
 def peak_bytes(graph: dict, hp: dict, seeds: int) -> int:
     """Estimated peak memory of training ``seeds`` seeds of a cell in one chunk."""
-    sizes = graph_sizes(graph, hp)
+    return peak_bytes_of(graph_sizes(graph, hp), hp, seeds)
+
+
+def peak_bytes_of(sizes: dict, hp: dict, seeds: int) -> int:
     peak = estimate_peak_bytes(**sizes, seeds=seeds)
     if hp.get("baseline") == "gdc":
         peak += int(GDC_MESSAGE_BYTES_PER_UNIT * sizes["hidden"] * sizes["directed_edges"] * seeds)
@@ -494,13 +507,64 @@ def is_out_of_memory(err: BaseException) -> bool:
         isinstance(err, RuntimeError) and any(w in str(err) for w in CPU_ALLOCATOR_REFUSALS))
 
 
+@contextlib.contextmanager
+def cell_lock(dataset: str, method: str, shard: tuple[int, int], where: str):
+    """Hold the cell while training it: a second train of the same cell (or of the same share of
+    it) is refused instead of training the same seeds twice. Shares of one cell hold its lock
+    shared and their own exclusively, so they run side by side, but not beside a whole run. The
+    system drops the locks when the process ends, however it ends."""
+    LOCKS_ROOT.mkdir(parents=True, exist_ok=True)
+    whole = shard == (0, 1)
+    paths = [LOCKS_ROOT / f"{dataset}-{method}.lock"]
+    paths += [] if whole else [LOCKS_ROOT / f"{dataset}-{method}.shard{shard[0]}of{shard[1]}.lock"]
+    handles = []
+    try:
+        for path, mode in zip(paths, [fcntl.LOCK_EX if whole else fcntl.LOCK_SH, fcntl.LOCK_EX]):
+            handle = open(path, "a+")
+            handles.append(handle)
+            try:
+                fcntl.flock(handle, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise TrainingError(f"{where}: {holder} is training this cell now; wait for it to finish "
+                                    f"or stop it, then run this again") from None
+            if mode == fcntl.LOCK_EX:
+                handle.truncate(0)
+                handle.write(f"process {os.getpid()}")
+                handle.flush()
+        yield
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+def exit_with_parent(poll_seconds: float = 1.0) -> None:
+    """In a worker process: exit as soon as the process that started it is gone. A train stage
+    killed outright (kill -9, the machine's OOM killer) cannot stop its workers itself, and
+    joblib's would go on training for nobody. Started once per worker."""
+    global _WATCHING_PARENT
+    if _WATCHING_PARENT:
+        return
+    _WATCHING_PARENT = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+_WATCHING_PARENT = False
+
+
 def main(argv: list[str]) -> None:
     argv, shard = parse_shard(argv)
     if not argv:
         raise config.ConfigError("usage: python -m pipeline.train <dataset> [<method>] [--shard K/N]")
-    dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
-    config.check_choice("dataset", dataset, config.DATASETS)
-    config.check_choice("method", method, config.METHODS)
+    dataset, method = config.cell_args(argv, "train")
     where = f"{dataset}/{method}"
     params = config.load_params()
     hp = config.hparams_for(params, dataset, method)
@@ -520,43 +584,44 @@ def main(argv: list[str]) -> None:
     blocks = engine == "batched" and not REGISTRY[method].chunk_independent
     fingerprint = run_fingerprint(dataset, method, hp, f"batched, fixed chunks of {size}" if blocks else engine, rule)
 
-    owns = shard_owner(shard, size)
-    seeds, share = sync_seeds(dataset, method, runs, fingerprint, owns=owns), sum(map(owns, range(runs)))
     if shard != (0, 1):
         where += f" (shard {shard[0]}/{shard[1]})"
-    run_dir = RUNS_ROOT / dataset / method
-    how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
-    side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
-    estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side,
-                             baselines=config.baseline_methods(params))
-    print(f"train {where}: {share} seeds, {share - len(seeds)} reused, {len(seeds)} to train "
-          f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
-    if blocks:
-        pending = set(seeds)
-        batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]
-                   for chunk in fixed_blocks(seeds, size, runs))
-    elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
-        batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
-    else:
-        batches = ([record] for record in train_seeds(dataset, rule, hp, method, seeds, device, params.get("n_jobs", -1)))
-    trained_on = device_label(device)  # its timings are this device's
-    bar = progress.outer(len(seeds), f"train {where}", "seeds")
-    try:
-        for batch in batches:
-            for record in batch:
-                record.update(fingerprint=fingerprint, dataset=dataset, method=method, device=trained_on)
-                save_torch(record, seed_file(run_dir, record["seed"]))
-            bar.set_postfix(last_acc=f"{100 * batch[-1]['test_acc']:.1f}")
-            bar.update(len(batch))
-    except TrainingError as err:
-        raise TrainingError(f"{where}: {err}") from None
-    except Exception as err:
-        if not is_out_of_memory(err):
-            raise
-        raise TrainingError(f"{where}: out of memory on {device.type} with chunks of {size} seeds "
-                            f"({str(err).splitlines()[0][:120]}); lower seed_chunk or memory_budget_gb") from None
-    finally:
-        bar.close()
+    with cell_lock(dataset, method, shard, where):
+        owns = shard_owner(shard, size)
+        seeds, share = sync_seeds(dataset, method, runs, fingerprint, owns=owns), sum(map(owns, range(runs)))
+        run_dir = RUNS_ROOT / dataset / method
+        how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
+        side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
+        estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side,
+                                 baselines=config.baseline_methods(params))
+        print(f"train {where}: {share} seeds, {share - len(seeds)} reused, {len(seeds)} to train "
+              f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
+        if blocks:
+            pending = set(seeds)
+            batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]
+                       for chunk in fixed_blocks(seeds, size, runs))
+        elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
+            batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
+        else:
+            batches = ([record] for record in train_seeds(dataset, rule, hp, method, seeds, device, params.get("n_jobs", -1)))
+        trained_on = device_label(device)  # its timings are this device's
+        bar = progress.outer(len(seeds), f"train {where}", "seeds")
+        try:
+            for batch in batches:
+                for record in batch:
+                    record.update(fingerprint=fingerprint, dataset=dataset, method=method, device=trained_on)
+                    save_torch(record, seed_file(run_dir, record["seed"]))
+                bar.set_postfix(last_acc=f"{100 * batch[-1]['test_acc']:.1f}")
+                bar.update(len(batch))
+        except TrainingError as err:
+            raise TrainingError(f"{where}: {err}") from None
+        except Exception as err:
+            if not is_out_of_memory(err):
+                raise
+            raise TrainingError(f"{where}: out of memory on {device.type} with chunks of {size} seeds "
+                                f"({str(err).splitlines()[0][:120]}); lower seed_chunk or memory_budget_gb") from None
+        finally:
+            bar.close()
 
 
 if __name__ == "__main__":
@@ -564,4 +629,4 @@ if __name__ == "__main__":
     # can find _train_seed_in_worker by its module path.
     from pipeline import train
 
-    config.run_main(train.main)
+    config.run_main(train.main, kept="every seed file finished before it is kept (`dvc repro` trains only the others)")

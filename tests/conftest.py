@@ -118,6 +118,8 @@ def with_variants_in_selection(params: dict, **changes: object) -> dict:
     """``params`` with ``changes``; the variants and baselines studies keep only the selected
     datasets (they may only use datasets the pipeline downloads) and drop methods that
     ``changes`` moves to the main study, unless ``changes`` sets them."""
+    if isinstance(changes.get("baselines"), dict):  # dvc.yaml's train stages read baselines.protocol
+        changes = {**changes, "baselines": {"protocol": {}, **changes["baselines"]}}
     params = {**params, **changes}
     for study in ("variants", "baselines"):
         if study not in changes and study in params:

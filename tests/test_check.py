@@ -29,11 +29,12 @@ def test_each_cell_gets_its_own_seed_count_file(workdir):
     check.main([])
     counts = {(d, m): (workdir / seed_count_file(d, m)).read_text()
               for d, m in [("cora", "cadnet"), ("citeseer", "cadnet"), ("cora", "gcn"), ("cora", "gat")]}
+    chunk = "seeds per chunk: at most 25, within memory_budget_gb 6\n"  # a baseline's seeds depend on their chunk
     assert counts == {("cora", "cadnet"): "runs: 7\n", ("citeseer", "cadnet"): "runs: 3\n",
-                      ("cora", "gcn"): "runs: 7\n", ("cora", "gat"): "runs: 0\n"}
+                      ("cora", "gcn"): "runs: 7\n" + chunk, ("cora", "gat"): "runs: 0\n" + chunk}
     update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 5}}})
     check.main([])
-    assert (workdir / seed_count_file("cora", "gat")).read_text() == "runs: 5\n"
+    assert (workdir / seed_count_file("cora", "gat")).read_text() == "runs: 5\n" + chunk
     assert (workdir / seed_count_file("cora", "gcn")).read_text() == counts[("cora", "gcn")]
 
 
@@ -47,8 +48,9 @@ def test_a_cell_reading_anothers_settings_has_them_in_its_file(workdir):
     check.main([])
     l2_only = workdir / seed_count_file("cora", "mixhop_l2")
     first = l2_only.read_text()
-    assert first.startswith("runs: 7\nsettings read from method_hparams.mixhop: ")
-    assert (workdir / seed_count_file("cora", "mixhop")).read_text() == "runs: 7\n"
+    chunk = "seeds per chunk: at most 25, within memory_budget_gb 6\n"
+    assert first.startswith("runs: 7\n" + chunk + "settings read from method_hparams.mixhop: ")
+    assert (workdir / seed_count_file("cora", "mixhop")).read_text() == "runs: 7\n" + chunk
     params = read_params(workdir)
     update_params(workdir, method_hparams={**params["method_hparams"], "mixhop": {**params["method_hparams"]["mixhop"],
                                                                                   "kernel_lasso": 0.5}})
@@ -104,3 +106,46 @@ def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(wor
     err = capsys.readouterr().err
     assert "cora/gcn: 4 seeds, ~4.0 min" in err and "cora/agnn: 4 seeds, ~2.0 min" in err
     assert "all cells: ~10.0 min" in err  # cadnet 4 + gcn 4 + agnn 2
+
+
+def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them(workdir):
+    """A baseline's seeds share their chunk's dropout stream, so its chunk cap and memory budget
+    are in its cell file (DVC reruns its stages when they move); CAD-Net's seeds do not depend on
+    their chunk, and nor does a baseline trained seed by seed: their files stay as they were."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS,
+                  baselines={"datasets": ["cora"], "methods": ["sgc", "agnn"], "runs": {}}, device="cpu")
+    check.main([])
+    files = {m: workdir / seed_count_file("cora", m) for m in ("cadnet", "sgc", "agnn")}
+    before = {m: f.read_text() for m, f in files.items()}
+    for changes in ({"seed_chunk": 1}, {"memory_budget_gb": 2}):
+        update_params(workdir, **changes)
+        check.main([])
+        assert files["sgc"].read_text() != before["sgc"], changes
+        assert files["cadnet"].read_text() == before["cadnet"] and files["agnn"].read_text() == before["agnn"]
+        before["sgc"] = files["sgc"].read_text()
+    params = read_params(workdir)
+    update_params(workdir, method_hparams={**params["method_hparams"], "sgc": {**params["method_hparams"]["sgc"],
+                                                                              "cora": {"seed_chunk": 2}}})
+    check.main([])
+    assert files["sgc"].read_text().startswith("runs: 4\nseeds per chunk: at most 2,")
+
+
+def test_a_memory_budget_below_one_seed_of_a_cell_stops_at_the_check_stage(workdir):
+    """From reports/data's counts, before any train stage would refuse it; nothing written."""
+    from conftest import write_data_stats
+
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, variants=NO_VARIANTS, baselines=NO_VARIANTS,
+                  device="cpu", memory_budget_gb=5.0e-4)
+    check.main([])  # no counts yet (not preprocessed): the train stage's own check will do
+    write_data_stats(workdir, "cora")
+    stats = workdir / "reports/data/cora.json"
+    import json
+
+    stats.write_text(json.dumps({**json.loads(stats.read_text()), "directed_edges": 13264}))
+    (workdir / "data").rename(workdir / "data_before")
+    with pytest.raises(config.ConfigError) as info:
+        check.main([])
+    assert "memory_budget_gb: 0.0005 GB is below the estimated peak of one seed of cora/cadnet" in str(info.value)
+    assert not (workdir / "data").exists()
+    update_params(workdir, memory_budget_gb=0.5)
+    check.main([])

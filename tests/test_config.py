@@ -368,14 +368,71 @@ def test_stages_reject_bad_override_before_work(workdir, stage, argv):
     assert _files_under(workdir) == before
 
 
-@pytest.mark.parametrize("argv", [["coraa"], ["cora", "gcnn"]])
-def test_train_rejects_bad_arguments(workdir, argv):
-    from pipeline import train
+@pytest.mark.parametrize("stage", ["train", "evaluate"])
+@pytest.mark.parametrize("argv", [["coraa"], ["cora", "gcnn"], ["cora", "cadnet", "extra"], []])
+def test_cell_stages_reject_bad_or_extra_arguments(workdir, stage, argv):
+    import importlib
 
     with pytest.raises(ConfigError) as info:
-        train.main(argv)
-    assert_one_line(info.value, argv[-1])
+        importlib.import_module(f"pipeline.{stage}").main(argv)
+    assert_one_line(info.value, *argv[-1:], *(["unexpected argument"] if len(argv) > 2 else []))
     assert not (workdir / "data").exists()
+
+
+# ------------------------------------------------------------------- params.yaml as a file
+
+@pytest.mark.parametrize("text, fragments", [
+    ("datasets: [cora, citeseer\nmethods: [cadnet]\n", ["params.yaml:", "not valid YAML"]),
+    ("datasets:\n  - cora\n methods: x\n", ["params.yaml:3", "not valid YAML"]),
+    ("datasets:\n\t- cora\n", ["params.yaml:2", "not valid YAML", "spaces"]),
+    ("runs: 2\nruns: 3\n", ["runs", "written twice", "lines 1 and 2"]),
+    ("hparams:\n  cora:\n    beta: 0.8\n    beta: 0.9\n", ["beta", "written twice", "lines 3 and 4"]),
+    ("- cora\n- citeseer\n", ["params.yaml", "mapping"]),
+], ids=["unclosed-bracket", "bad-indent", "tab", "duplicate-top-level-key", "duplicate-nested-key", "a-list"])
+def test_a_broken_params_file_is_one_line_naming_file_and_line(workdir, text, fragments):
+    (workdir / "params.yaml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, *fragments)
+
+
+def test_params_that_are_not_utf8_are_one_line_naming_the_line(workdir):
+    (workdir / "params.yaml").write_bytes(shipped_params_text().encode() + b"runs: 1\xff0\n")
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    line = shipped_params_text().count("\n") + 1
+    assert_one_line(info.value, f"params.yaml:{line}", "not UTF-8", "0xff")
+
+
+def test_a_stage_command_shows_a_broken_params_file_as_one_line(workdir):
+    (workdir / "params.yaml").write_text("datasets: [cora\n")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "DVC_NO_ANALYTICS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pipeline.check"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("error: params.yaml:"), proc.stderr
+
+
+@pytest.mark.parametrize("key, value", [
+    ("datasets", "cora"), ("datasets", 3), ("datasets", ""), ("datasets", ["cora", "cora"]),
+    ("methods", "cadnet"), ("methods", ["cadnet", "cadnet"]),
+])
+def test_a_selection_that_is_not_a_list_of_distinct_names_names_its_key(workdir, key, value):
+    write_params(workdir, {**params_with(datasets=["cora"], methods=["cadnet"]), key: value})
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, f"{key}:", *(["twice"] if isinstance(value, list) else ["list"]))
+
+
+@pytest.mark.parametrize("study", ["variants", "baselines"])
+@pytest.mark.parametrize("key, value", [("datasets", "cora"), ("methods", "gcn"), ("datasets", ["cora", "cora"])])
+def test_a_studys_selection_is_a_list_of_distinct_names(workdir, study, key, value):
+    params = params_with(datasets=["cora"])
+    params[study] = {**params[study], key: value}
+    write_params(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, f"{study}.{key}")
 
 
 def test_train_cli_rejects_bad_beta_without_touching_data(workdir):
@@ -516,6 +573,9 @@ def test_variants_study_is_checked(workdir, variants, message):  # noqa: D103
     ({"pubmed": 0}, ["runs_by_dataset.pubmed", "an integer in [1, 10000]"]),
     ({"pubmd": 20}, ["runs_by_dataset", "pubmd", "pubmed"]),
     (20, ["runs_by_dataset", "map a dataset"]),
+    (0, ["runs_by_dataset", "map a dataset"]),
+    ("", ["runs_by_dataset", "map a dataset"]),
+    ([], ["runs_by_dataset", "map a dataset"]),
 ])
 def test_runs_by_dataset_is_checked(workdir, runs_by_dataset, message):
     write_params(workdir, params_with(runs_by_dataset=runs_by_dataset))

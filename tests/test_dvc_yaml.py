@@ -45,7 +45,7 @@ def stages() -> dict:
 
 def test_the_import_walk_follows_every_import_form():
     # each import form once: `from pipeline import config, plan`, `from pipeline.methods import ...`
-    assert imported_pipeline_modules("check") == {"check", "config", "plan", "methods", "paths", "progress"}
+    assert imported_pipeline_modules("check") == {"check", "config", "plan", "methods", "paths", "progress", "train"}
     assert "batched" in imported_pipeline_modules("train")
 
 
@@ -59,3 +59,39 @@ def test_a_stage_depends_on_the_code_it_runs(name):
     listed = {dep.removeprefix("pipeline/").removesuffix(".py") for dep in stage["deps"] if dep.startswith("pipeline/")}
     missing = sorted(needed - listed - set(BOOKKEEPING) - {"__init__"})
     assert not missing, f"dvc.yaml stage {name!r} runs pipeline.{module} but does not depend on {missing}"
+
+
+def params_keys_read_by_dvc() -> list[str]:
+    """Every params key a stage of dvc.yaml lists, with its matrix items filled in by one of the
+    shipped selection's values (the dataset cora; a method of the stage's own study)."""
+    example = {"train": "cadnet", "train_variant": "rw", "train_baseline": "gcn"}
+    keys = []
+    for name, stage in stages().items():
+        for key in stage.get("params", []):
+            key = key.replace("${item.dataset}", "cora").replace("${item.method}", example.get(name, "cadnet"))
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+@pytest.mark.parametrize("key", params_keys_read_by_dvc())
+def test_a_key_dvc_reads_is_required_by_the_check_stage(workdir, key):
+    """DVC fails on a params key a stage lists only after deleting that stage's outputs; the
+    check stage, which every stage depends on, refuses its absence first, naming it."""
+    import copy
+
+    from conftest import SHIPPED_PARAMS, write_params
+    from pipeline import check
+    from pipeline.config import ConfigError
+
+    params = copy.deepcopy(SHIPPED_PARAMS)
+    *parents, last = key.split(".")
+    holder = params
+    for part in parents:
+        holder = holder[part]
+    del holder[last]
+    write_params(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        check.main([])
+    assert str(info.value).startswith(f"{key}:") and "missing" in str(info.value), str(info.value)
+    assert not (workdir / "data").exists()

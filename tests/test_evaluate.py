@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_NODES, FAKE_STD, fake_record, update_params
+from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_NODES, FAKE_STD, fake_record, update_params, write_fake_seeds
 from pipeline import config, evaluate
 from pipeline.config import DataError
 
@@ -180,3 +180,32 @@ def test_a_cell_with_zero_runs_writes_outputs_that_say_not_run(cora_workdir, cap
     assert (cora_workdir / "reports/eval/cora/rw.csv").read_text().startswith("seed,test_acc")
     assert (cora_workdir / "data/eval/cora/rw_history.csv").exists()
     assert "cora/rw: not run (runs 0)" in capsys.readouterr().out
+
+
+def test_a_full_disk_in_evaluate_is_one_line_and_leaves_the_last_outputs_whole(evaluated, monkeypatch):
+    """The history (the largest file) cannot be written: one line naming it; the table, its
+    summary and the history of the last run stay as they were, no file is cut mid-row."""
+    import errno
+
+    outputs = sorted(p for root in ("reports/eval", "data/eval") for p in (evaluated / root).rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in outputs}
+    real_to_csv = pd.DataFrame.to_csv
+
+    def full_for_history(self, path, *args, **kwargs):
+        if "history" in str(path):
+            with open(path, "w") as handle:  # a part written, then the disk is full
+                handle.write("seed,epoch,train_loss\n0,1,0.9")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_to_csv(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_for_history)
+    write_fake_seeds(evaluated, accs=(0.5, 0.6, 0.7))  # new results the disk has no room for
+    with pytest.raises(SystemExit) as info:
+        config.run_main(evaluate.main, ["cora", "cadnet"], kept="the evaluate outputs written before it are kept whole")
+    assert str(info.value.code) == ("error: data/eval/cora/cadnet_history.csv: no space left on device; the evaluate "
+                                    "outputs written before it are kept whole; free some space and run it again")
+    after = sorted(p for root in ("reports/eval", "data/eval") for p in (evaluated / root).rglob("*") if p.is_file())
+    assert after == outputs  # no temporary file left behind
+    changed = [p.name for p in outputs if p.read_bytes() != before[p]]
+    assert set(changed) <= {"cadnet.csv", "cadnet_gamma.csv"}  # written whole before the disk filled
+    assert (evaluated / "reports/eval/cora/cadnet.json").read_bytes() == before[evaluated / "reports/eval/cora/cadnet.json"]

@@ -34,6 +34,17 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture
+def unlisted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checksum table that lists no file, for the tests' own small raw files (the shipped
+    table's rows would refuse them as not the upstream files)."""
+    from pipeline import download
+
+    table = tmp_path / "no_rows.tsv"
+    table.write_text("\t".join(download.CHECKSUM_COLUMNS) + "\n")
+    monkeypatch.setattr(download, "CHECKSUMS_FILE", table)
+
+
 def set_params(root: Path, **overrides: object) -> None:
     """Rewrite params.yaml with some top-level keys (e.g. global overrides) replaced."""
     params = yaml.safe_load((root / "params.yaml").read_text())
@@ -168,7 +179,7 @@ TINY_EDGES = torch.tensor([[0, 1, 2, 3, 3, 4], [1, 0, 3, 2, 4, 3]])
 
 
 @pytest.mark.parametrize("name, loops", [("computers", False), ("photo", True)])
-def test_npz_is_cleaned(workdir, name, loops):
+def test_npz_is_cleaned(workdir, unlisted, name, loops):
     write_tiny_npz(workdir / "data/raw" / name / pp.NPZ_FILES[name])
     graph, stats = run_stage(workdir, name)
 
@@ -191,7 +202,7 @@ def test_npz_is_cleaned(workdir, name, loops):
     assert torch.allclose(graph["x"].to_dense(), expected_x)
 
 
-def test_normalize_features_false_keeps_raw_features(workdir):
+def test_normalize_features_false_keeps_raw_features(workdir, unlisted):
     set_params(workdir, normalize_features=False, self_loops=True)
     write_tiny_npz(workdir / "data/raw/computers" / pp.NPZ_FILES["computers"])
     graph, stats = run_stage(workdir, "computers")
@@ -199,7 +210,7 @@ def test_normalize_features_false_keeps_raw_features(workdir):
     assert torch.equal(row_sums(graph["x"]), torch.tensor([2.0, 1, 2, 1, 0]))
 
 
-def test_the_features_as_read_are_kept_beside_the_normalised_graph(workdir):
+def test_the_features_as_read_are_kept_beside_the_normalised_graph(workdir, unlisted):
     """features_as_read.pt (for baselines under `baselines.protocol.<dataset>.normalize_features`) holds the rows
     as read, whatever rule graph.pt's features were normalised by."""
     write_tiny_npz(workdir / "data/raw/computers" / pp.NPZ_FILES["computers"])
@@ -236,7 +247,7 @@ def write_tiny_planetoid(folder: Path, name: str) -> None:
     (folder / f"ind.{name}.test.index").write_text("\n".join(map(str, test_index)) + "\n")
 
 
-def test_tiny_planetoid_pubmed_path(workdir):
+def test_tiny_planetoid_pubmed_path(workdir, unlisted):
     write_tiny_planetoid(workdir / "data/raw/pubmed", "pubmed")
     graph, stats = run_stage(workdir, "pubmed")  # pubmed: no self-loops in params.yaml
 
@@ -347,3 +358,31 @@ def test_clamped_sum_is_the_normalisation_pyg_1_3_2_ran():
     dense = torch.rand(6, 5) * (torch.rand(6, 5) > 0.5) * torch.tensor([[0.1], [1.0], [3.0], [0.5], [2.0], [0.0]])
     authors = dense / dense.sum(1, keepdim=True).clamp(min=1)
     assert torch.allclose(pp.normalize_rows(dense.to_sparse_coo(), "clamped_sum").to_dense(), authors)
+
+
+@needs_real_mirror("planetoid", "ind.cora.graph")
+@pytest.mark.parametrize("part", ["graph", "allx", "test.index"])
+def test_a_truncated_raw_file_is_one_line_naming_it(workdir, part):
+    """The checksum table names the damaged file; nothing is written."""
+    folder = workdir / "data" / "raw" / "cora"
+    folder.mkdir(parents=True)
+    for path in pp.raw_files("cora", workdir / "data" / "raw"):
+        shutil.copy(MIRROR / path.name, path)
+    damaged = folder / f"ind.cora.{part}"
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    with pytest.raises(DataError) as info:
+        pp.main(["cora"])
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"data/raw/cora/ind.cora.{part}: not the file the checksum"), message
+    assert "dvc repro download@cora" in message
+    assert not (workdir / "data" / "processed").exists()
+
+
+def test_an_unreadable_raw_file_the_checksum_table_does_not_list_names_its_folder(workdir, unlisted):
+    folder = workdir / "data" / "raw" / "cora"
+    folder.mkdir(parents=True)
+    for path in pp.raw_files("cora", workdir / "data" / "raw"):
+        path.write_bytes(b"\x80\x04not a pickle")
+    with pytest.raises(DataError) as info:
+        pp.main(["cora"])
+    assert str(info.value).startswith("data/raw/cora: a raw file is unreadable (UnpicklingError)"), str(info.value)

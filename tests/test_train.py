@@ -3,18 +3,25 @@ rule, Adam with amsgrad, the method's loss terms, logit dropout in the batched n
 the stage's bookkeeping: resuming, reusing, setting aside, and failing without loss."""
 from __future__ import annotations
 
+import errno
 import math
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import update_params
+from conftest import PROJECT_ROOT, SHIPPED_PARAMS, update_params
 from pipeline import config, preprocess, train
 from pipeline.batched import BatchedCADNet, SeedStreams, dropout
 from pipeline.files import save_torch
 from pipeline.paths import FEATURES_AS_READ
+from pipeline.methods import REGISTRY
 from pipeline.model import CADNet, CADNetConfig
 from test_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
 
@@ -36,6 +43,12 @@ def test_early_stopping_only_after_half_the_epochs_and_never_without_window():
     assert not train.should_stop_early(rising, epoch=6, epochs=10, window=0)
 
 
+def test_a_validation_loss_equal_to_the_windows_mean_does_not_stop():
+    # the rule is "greater than", not "at least": previous (1.0, 2.0) average exactly 1.5
+    assert not train.should_stop_early([1.0, 2.0, 1.5], epoch=6, epochs=10, window=2)
+    assert train.should_stop_early([1.0, 2.0, 1.5 + 2 ** -20], epoch=6, epochs=10, window=2)
+
+
 def test_loop_stops_each_seed_at_the_first_epoch_the_rule_fires():
     graph = synthetic_graph(1)
     hp = hparams(epochs=40, early_stop_window=3, split="per_class", lr=0.1)
@@ -46,6 +59,66 @@ def test_loop_stops_each_seed_at_the_first_epoch_the_rule_fires():
         assert record["epochs_run"] == (fired[0] if fired else hp["epochs"])
         # the selected epoch is the one of lowest validation loss among the epochs run
         assert record["selected_epoch"] == 1 + min(range(len(losses)), key=losses.__getitem__)
+
+
+@pytest.mark.parametrize("method,batched", [("cadnet", True), ("cadnet", False), ("gcn", True)])
+def test_the_reported_accuracies_are_those_of_the_epoch_of_lowest_validation_loss(method, batched):
+    """Each seed's test and validation accuracy, and its best validation loss, are its history's
+    at the selected epoch, the epoch of lowest validation loss; here some seeds select an epoch
+    before their last one, and their last epoch's test accuracy is another, so the report
+    cannot be the last epoch's by chance."""
+    from test_baselines import SETTINGS
+
+    graph = synthetic_graph(2)
+    changes = dict(epochs=60, lr=0.3, lr_drop_every=0, weight_decay=0.0, split="per_class", hidden=16)
+    hp = {**SETTINGS, **REGISTRY[method].fixed, **changes} if REGISTRY[method].table_keys else hparams(method, **changes)
+    records = train.train_chunk(graph, hp, [0, 1, 2, 3], method=method, batched=batched)
+    telling = 0
+    for r in records:
+        history, epoch = r["history"], r["selected_epoch"]
+        assert epoch == 1 + min(range(r["epochs_run"]), key=history["val_loss"].__getitem__)
+        assert r["test_acc"] == pytest.approx(history["test_acc"][epoch - 1], abs=1e-7)
+        assert r["val_acc"] == pytest.approx(history["val_acc"][epoch - 1], abs=1e-7)
+        assert r["best_val_loss"] == pytest.approx(history["val_loss"][epoch - 1], rel=1e-6)
+        telling += history["test_acc"][epoch - 1] != history["test_acc"][-1]
+    assert telling >= 1, "no seed tells the selected epoch from the last: make the test harder"
+
+
+def test_each_seed_trains_and_is_scored_on_its_own_split():
+    """With a split per seed (Amazon/Coauthor), seed s of a chunk sees split_masks(..., s): its
+    first-epoch training loss is that of its initial network on its own training nodes (lr so
+    small that the one step before the eval pass changes nothing measurable)."""
+    from pipeline.batched import masked_nll
+
+    graph = synthetic_graph(3)
+    hp = hparams(split="per_class", lr=1e-9, lr_drop_every=0, weight_decay=0.0, epochs=1, p_drop=0.0)
+    records = train.train_chunk(graph, hp, [0, 1, 2])
+    for seed, record in zip([0, 1, 2], records):
+        net = train.build_net(graph, hp, "cadnet", [seed], batched=True).eval()
+        with torch.no_grad():
+            log_probs = net().log_probs
+        losses = {s: float(masked_nll(log_probs, graph["y"], train.split_masks(graph, hp, s)[0].view(-1, 1))[0])
+                  for s in (0, 1, 2)}
+        assert record["history"]["train_loss"][0] == pytest.approx(losses[seed], rel=1e-5)
+        others = [s for s in losses if s != seed]
+        assert all(abs(losses[s] - losses[seed]) > 1e-4 for s in others), "splits too alike to tell apart"
+
+
+@pytest.mark.parametrize("name", sorted(m for m in REGISTRY if REGISTRY[m].table_keys is not None))
+def test_every_baseline_trains_with_its_weight_decay(name):
+    """The shipped weight decay reaches each baseline's settings, and the loop applies it: two
+    epochs with a large decay train another network than without (same seed, same masks)."""
+    block = SHIPPED_PARAMS["method_hparams"][REGISTRY[name].hparams_of or name]
+    for dataset in ("cora", "pubmed", "photo"):
+        expected = (block.get(dataset) or {}).get("weight_decay", block["weight_decay"])
+        assert config.hparams_for(SHIPPED_PARAMS, dataset, name)["weight_decay"] == expected
+    from test_baselines import SETTINGS
+
+    graph, entry = synthetic_graph(4), REGISTRY[name]
+    runs = {wd: train.train_chunk(graph, {**SETTINGS, **entry.fixed, "weight_decay": wd, "epochs": 2, "p_drop": 0.0},
+                                  [0], method=name, batched=entry.batched)[0]
+            for wd in (0.0, 0.5)}
+    assert runs[0.0]["history"]["train_loss"][1] != pytest.approx(runs[0.5]["history"]["train_loss"][1], rel=1e-6)
 
 
 # ------------------------------------------------------------------------ the optimiser
@@ -596,3 +669,99 @@ def test_a_bad_shard_is_one_line_naming_the_option(workdir, bad):
         train.main(["cora", "cadnet", *bad])
     assert "--shard" in str(info.value) and "\n" not in str(info.value)
     assert not run_dir.exists()
+
+
+# ------------------------------------------------------------------------ the stage as a process
+
+def test_a_second_train_of_the_same_cell_is_refused_while_shares_run_side_by_side(workdir):
+    _cora_workdir(workdir, runs=2, epochs=2)
+    with train.cell_lock("cora", "cadnet", (0, 1), "cora/cadnet"):
+        with pytest.raises(train.TrainingError) as info:
+            train.main(["cora", "cadnet"])
+        assert "cora/cadnet: process" in str(info.value) and "is training this cell now" in str(info.value)
+        with pytest.raises(train.TrainingError):
+            train.main(["cora", "cadnet", "--shard", "1/2"])  # a share beside the whole run
+    assert not list((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))
+    with train.cell_lock("cora", "cadnet", (0, 2), "cora/cadnet (shard 0/2)"):
+        train.main(["cora", "cadnet", "--shard", "1/2"])  # the other share runs
+        with pytest.raises(train.TrainingError):
+            train.main(["cora", "cadnet", "--shard", "0/2"])  # the same share does not
+    train.main(["cora", "cadnet"])  # the locks went with their holders
+    assert len(list((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))) == 2
+
+
+def _stage_process(workdir, *argv: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "DVC_NO_ANALYTICS": "1"}
+    return subprocess.Popen([sys.executable, "-m", *argv], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_in_train_is_one_line_and_keeps_the_finished_seeds(workdir):
+    run_dir = _cora_workdir(workdir, runs=40, seed_chunk=1, epochs=400)
+    proc = _stage_process(workdir, "pipeline.train", "cora", "cadnet")
+    _wait_for(lambda: len(list(run_dir.glob("seed_*.pt"))) >= 1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("interrupted: every seed file finished"), err
+    kept = sorted(run_dir.glob("seed_*.pt"))
+    assert 1 <= len(kept) < 40 and not list(run_dir.glob(".*.tmp"))
+    assert all(torch.load(p, weights_only=False)["seed"] == int(p.stem[5:]) for p in kept)
+
+
+def test_a_full_disk_in_train_is_one_line_naming_the_file_and_keeping_the_seeds_before_it(workdir, monkeypatch, capsys):
+    run_dir = _cora_workdir(workdir, runs=4, seed_chunk=1, epochs=2)
+    real_write = Path.write_bytes
+    written = []
+
+    def write_until_full(self, data):
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(self)
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_until_full)
+    with pytest.raises(SystemExit) as info:
+        config.run_main(train.main, ["cora", "cadnet"], kept="every seed file finished before it is kept")
+    message = str(info.value.code)
+    assert message == ("error: data/runs/cora/cadnet/seed_002.pt: no space left on device; every seed file "
+                       "finished before it is kept; free some space and run it again")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["seed_000.pt", "seed_001.pt"]
+
+
+def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
+    """kill -9 of a stage cannot stop its joblib workers; each worker sees its parent gone."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from joblib import Parallel, delayed\n"
+        "from pipeline.train import exit_with_parent\n"
+        "def work(folder):\n"
+        "    exit_with_parent(0.05)\n"
+        "    open(os.path.join(folder, str(os.getpid())), 'w').close()\n"
+        "    time.sleep(120)\n"
+        f"Parallel(n_jobs=2)(delayed(work)({str(tmp_path)!r}) for _ in range(2))\n")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    parent = subprocess.Popen([sys.executable, str(script)], env=env)
+    pids = lambda: [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]  # noqa: E731
+    try:
+        _wait_for(lambda: len(pids()) == 2, 120)
+    finally:
+        parent.kill()
+        parent.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie is gone already
+
+    _wait_for(lambda: not any(alive(pid) for pid in pids()), 30)

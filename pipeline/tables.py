@@ -1,0 +1,113 @@
+"""A cell's per-seed table and its summary: what the evaluate stage writes in
+``reports/eval/<dataset>/`` (``<method>.csv``, one row per seed, and ``<method>.json``), and
+what stats and plot read back from git.
+
+Those files are committed and outlive the seed files they came from, so the readers verify
+them before use: the table must hold the seeds asked for, once each, with accuracies that are
+fractions and epochs that fit together, and the summary must be the one this table gives. A
+table or summary edited, truncated or mixed up after evaluate wrote it is one line naming the
+file, never a number in the results.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline.config import DataError
+from pipeline.paths import EVAL_ROOT
+
+# ms_per_seed_epoch: wall time of an epoch (training step and eval pass) divided by the seeds
+# trained together; one seed at a time, simply the epoch's wall time.
+PER_SEED_COLUMNS = [
+    "seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run",
+    "ms_per_seed_epoch", "gamma_mean", "engine", "device",
+]
+NUMERIC_COLUMNS = ["seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run", "ms_per_seed_epoch"]
+# The summary is rounded to 4 decimals of a percent from full-precision accuracies; the table
+# keeps 6 significant digits, so the two may differ in the 4th decimal and no more.
+SUMMARY_TOLERANCE = 1e-3
+
+
+def summarize(table: pd.DataFrame) -> dict:
+    """Mean and sample standard deviation (as the authors' ``torch.std``), in percent."""
+    acc = 100.0 * table["test_acc"]
+    return {
+        "runs": int(len(table)),
+        "test_acc": {"mean": round(float(acc.mean()), 4), "std": round(float(acc.std(ddof=1)) if len(acc) > 1 else 0.0, 4)},
+        "ms_per_seed_epoch": round(float(table["ms_per_seed_epoch"].mean()), 3),
+        "epochs_run": round(float(table["epochs_run"].mean()), 2),
+    }
+
+
+def per_seed_path(dataset: str, method: str, root: Path = EVAL_ROOT) -> Path:
+    return root / dataset / f"{method}.csv"
+
+
+def read_per_seed(dataset: str, method: str, runs: int | None = None, root: Path = EVAL_ROOT) -> pd.DataFrame:
+    """One cell's per-seed table, verified (:func:`check_table`) and checked against its
+    summary (:func:`check_summary`); with ``runs``, it must hold seeds 0 .. runs-1 once each."""
+    path = per_seed_path(dataset, method, root)
+    rerun = f"rerun `dvc repro` for {dataset}/{method}"
+    if not path.exists():
+        raise DataError(f"{path}: missing; {rerun}")
+    try:
+        text = path.read_text()
+        table = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: not a per-seed table ({type(err).__name__}); {rerun}") from None
+    if not text.endswith("\n"):  # evaluate ends every row with one
+        raise DataError(f"{path}: cut short in its last row; {rerun}")
+    check_table(path, table, runs, rerun)
+    check_summary(path.with_suffix(".json"), table, rerun)
+    return table
+
+
+def check_table(path: Path, table: pd.DataFrame, runs: int | None, rerun: str) -> None:
+    missing = [c for c in PER_SEED_COLUMNS if c not in table.columns]
+    if missing:
+        raise DataError(f"{path}: column {missing[0]!r} missing; {rerun}")
+    empty = table[PER_SEED_COLUMNS].isna().any()
+    if empty.any():
+        raise DataError(f"{path}: column {empty.idxmax()!r} has an empty field; {rerun}")
+    for column in NUMERIC_COLUMNS:
+        values = pd.to_numeric(table[column], errors="coerce")
+        if values.isna().any():
+            row = int(values.isna().to_numpy().argmax())
+            raise DataError(f"{path}: {column} of row {row + 1} is {table[column].iloc[row]!r}, not a number; {rerun}")
+    for column in ("test_acc", "val_acc"):
+        outside = ~table[column].between(0, 1)
+        if outside.any():
+            row = int(outside.to_numpy().argmax())
+            raise DataError(f"{path}: {column} of seed {table['seed'].iloc[row]} is {table[column].iloc[row]}, "
+                            f"not a fraction in [0, 1]; {rerun}")
+    bad_epochs = (table["selected_epoch"] < 0) | (table["selected_epoch"] > table["epochs_run"])
+    if bad_epochs.any():
+        row = int(bad_epochs.to_numpy().argmax())
+        raise DataError(f"{path}: seed {table['seed'].iloc[row]} selected epoch {table['selected_epoch'].iloc[row]} "
+                        f"of {table['epochs_run'].iloc[row]} run; {rerun}")
+    runs = len(table) if runs is None else runs  # a cell's seeds are always 0 .. runs-1
+    if sorted(table["seed"].tolist()) != list(range(runs)):
+        seeds = table["seed"]
+        raise DataError(f"{path}: holds {len(seeds)} rows of {seeds.nunique()} distinct seeds, not seeds "
+                        f"0-{runs - 1} once each; {rerun}")
+
+
+def check_summary(path: Path, table: pd.DataFrame, rerun: str) -> None:
+    """The summary evaluate wrote beside the table must be the table's own."""
+    if not path.exists():
+        raise DataError(f"{path}: missing beside its per-seed table; {rerun}")
+    try:
+        summary = json.loads(path.read_text())
+        if summary == {"runs": 0} and table.empty:  # a cell set to 0 runs: nothing to summarise
+            return
+        written = (int(summary["runs"]), float(summary["test_acc"]["mean"]), float(summary["test_acc"]["std"]))
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+        raise DataError(f"{path}: not a summary evaluate wrote ({type(err).__name__}); {rerun}") from None
+    own = summarize(table)
+    recomputed = (own["runs"], own["test_acc"]["mean"], own["test_acc"]["std"])
+    if written[0] != recomputed[0] or any(abs(a - b) > SUMMARY_TOLERANCE for a, b in zip(written[1:], recomputed[1:])):
+        raise DataError(f"{path}: says {written[0]} runs, {written[1]} ± {written[2]}, but "
+                        f"{path.with_suffix('.csv').name} gives {recomputed[0]} runs, {recomputed[1]} ± {recomputed[2]}: "
+                        f"one was changed after evaluate wrote them; {rerun}")
