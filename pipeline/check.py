@@ -14,7 +14,10 @@ the file that cell's train and evaluate stages depend on instead of the ``runs``
 can only track a params subtree whole, and a cell's count is resolved from four of them
 (``runs``, ``runs_by_dataset``, ``variants.runs``, ``baselines.runs``), so as params deps
 ``-S baselines.runs.photo.gat=25`` would rerun every cell's stages; as a file, only the
-cells whose count moved. A cell whose registry entry reads another method's settings
+cells whose count moved. A cell whose seeds depend on the chunk they train in (a baseline's,
+whose seeds share their chunk's dropout stream) has a line with the settings that size its
+chunk (``seed_chunk``, ``memory_budget_gb``), which no stage lists as params: a new chunk size
+retrains exactly those cells. A cell whose registry entry reads another method's settings
 (``hparams_of``: ``mixhop_l2`` reads ``method_hparams.mixhop``) has a second line, a fingerprint
 of its resolved settings: its stages list only its own block as params, so this line is what
 reruns them when the block they read changes.

@@ -4,8 +4,9 @@ A copy of the project (code, params.yaml, dvc.yaml, DVC config) goes into a temp
 repository; params select cora / cadnet, and the variants rw and gat_rw on cora, 2 runs of
 5 epochs. Then:
 `dvc repro` -> outputs exist, `dvc status` is clean -> a change to another dataset's row
-changes nothing, a change to Cora's row reruns training but not download / preprocess ->
-`dvc exp run -S beta=0.9` reruns training with the override -> an interrupted train stage
+changes nothing, a change to Cora's row reruns training but not download / preprocess -> a
+corrupted committed result is refused by stats and remade by `dvc repro` -> a baseline's chunk
+size reruns its cell alone -> `dvc exp run -S beta=0.9` reruns training with the override -> an interrupted train stage
 retrains only the missing seed.
 
 The tests below share one project (module-scoped fixture) and run in file order. They need
@@ -23,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -190,13 +192,19 @@ KEPT_OUTPUTS = ("data/processed/cora/graph.pt", "reports/data/cora.json", "repor
                 "reports/results.md", "data/runs/cora/cadnet/seed_000.pt", "reports/eval/cora/cadnet.csv")
 
 
+DELETED = object()
+
+
 def _edit(params: dict, where: str, value) -> dict:
     edited = yaml.safe_load(yaml.safe_dump(params))
     *path, key = where.split(".")
     node = edited
     for part in path:
         node = node[part]
-    node[key] = value
+    if value is DELETED:
+        del node[key]
+    else:
+        node[key] = value
     return edited
 
 
@@ -206,6 +214,11 @@ def _edit(params: dict, where: str, value) -> dict:
     ("hparams.cora.normalize_features", 1, "hparams.cora.normalize_features"),  # DVC: 1 == True
     ("datasets", [], "datasets"),
     ("hparams.cora.epochs", "abc", "hparams.cora.epochs"),  # checked although `epochs` overrides it
+    # keys a stage lists under params: DVC alone would fail only after deleting its outputs
+    # (every such key: tests/test_dvc_yaml.py)
+    ("self_loops", DELETED, "self_loops"),
+    ("method_hparams.gcn", DELETED, "method_hparams.gcn"),
+    ("runs_by_dataset", 0, "runs_by_dataset"),
 ])
 def test_a_bad_value_stops_repro_before_any_output_is_lost(project, where, value, named):
     before = {name: (project.root / name).read_bytes() for name in KEPT_OUTPUTS}
@@ -302,6 +315,45 @@ def test_one_cells_seed_count_reruns_only_that_cells_stages(project):
     assert f"train cora/gcn: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
+@pytest.mark.parametrize("damage", ["summary cut short", "a number in the table changed"])
+def test_a_corrupted_committed_result_is_refused_by_stats_and_remade_by_repro(project, damage):
+    """stats alone refuses the damaged file with one line naming it; `dvc repro` sees the
+    evaluate stage's output changed and writes it again from the seeds."""
+    table = project.root / "reports/eval/cora/cadnet.csv"
+    accuracies = pd.read_csv(table)["test_acc"].tolist()
+    if damage == "summary cut short":
+        table.with_suffix(".json").write_text(table.with_suffix(".json").read_text()[:30])
+    else:
+        table.write_text(table.read_text().replace(",0.", ",0.9", 1))
+    proc = project.dvc("repro", "-s", "stats", check=False)
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
+    assert proc.returncode != 0 and len(errors) == 1 and "reports/eval/cora/cadnet." in errors[0], proc.stderr[-2000:]
+    log = project.dvc("repro")
+    assert "Running stage 'evaluate@cora-cadnet'" in log.stdout, log.stdout[-2000:]
+    assert pd.read_csv(table)["test_acc"].tolist() == accuracies
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
+def test_a_baselines_chunk_size_reruns_its_cell_and_going_back_trains_nothing(project):
+    """A baseline's seeds depend on their chunk: `seed_chunk` reaches its stages through its cell
+    file, so DVC retrains it (and only the cells whose seeds depend on it); back at the old
+    size, its seeds come back from the stash."""
+    project.git("checkout", "--", "params.yaml")
+    project.dvc("repro")  # the committed settings, whatever the tests before left
+    try:
+        project.set_params(dict(project.params, seed_chunk=1))
+        out = project.dvc("repro").stdout
+        ran = set(re.findall(r"Running stage '([^']+)'", out))
+        assert {"train_baseline@cora-gcn", "evaluate_baseline@cora-gcn"} <= ran, out
+        assert not {"train@cora-cadnet", "train_variant@cora-rw"} & ran, out
+        assert set(pd.read_csv(project.root / "reports/eval/cora/gcn.csv")["engine"]) == {"batched (chunk of 1)"}
+    finally:
+        project.git("checkout", "--", "params.yaml")
+    log = project.dvc("repro").stderr
+    assert f"train cora/gcn: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
 
 def test_exp_run_global_override(project):
     before = {p.name: torch.load(p, weights_only=False) for p in project.seed_files()}
@@ -388,3 +440,4 @@ def test_resumed_seed_matches_uninterrupted_run(project):
     same = (retrained["test_acc"] == pytest.approx(lost["test_acc"], abs=1e-6)
             and retrained["history"]["val_loss"] == pytest.approx(lost["history"]["val_loss"], abs=1e-5))
     assert same, (lost["test_acc"], retrained["test_acc"], lost.get("engine"), retrained.get("engine"))
+

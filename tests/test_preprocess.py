@@ -20,7 +20,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 from conftest import REAL_MIRROR, needs_real_mirror, shipped_params_text
 from pipeline import preprocess as pp
-from pipeline import splits
+from pipeline import config, splits
 from pipeline.config import ConfigError, DataError
 
 MIRROR = REAL_MIRROR / "planetoid"
@@ -386,3 +386,16 @@ def test_an_unreadable_raw_file_the_checksum_table_does_not_list_names_its_folde
     with pytest.raises(DataError) as info:
         pp.main(["cora"])
     assert str(info.value).startswith("data/raw/cora: a raw file is unreadable (UnpicklingError)"), str(info.value)
+
+
+def test_a_full_disk_in_preprocess_is_one_line_naming_the_file(workdir, unlisted, monkeypatch):
+    import errno
+
+    write_tiny_npz(workdir / "data/raw/computers" / pp.NPZ_FILES["computers"])
+    monkeypatch.setattr(Path, "write_bytes", lambda self, data: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(SystemExit) as info:
+        config.run_main(pp.main, ["computers"], kept="no file is left half-written")
+    assert str(info.value.code) == ("error: data/processed/computers/graph.pt: no space left on device; no file is "
+                                    "left half-written; free some space and run it again")
+    assert not list((workdir / "data/processed/computers").iterdir())
