@@ -52,7 +52,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
     cells = config.cells(params)
     lines = [f"dvc repro will train {len(cells)} cells on {device}; seeds already trained with the same "
              f"settings are reused (each train stage says how many), so these times are upper bounds:"]
-    total, unknown = 0.0, 0
+    total, unknown, elsewhere = 0.0, 0, 0
     memory = plan.machine_memory_bytes() if device == "cpu" else None
     baselines = config.baseline_methods(params)
     for dataset, method in cells:
@@ -72,7 +72,9 @@ def plan_lines(params: dict, device: str) -> list[str]:
             unknown += 1
         else:
             total += measured[0] * runs / plan.seeds_at_once(runs, side_by_side)
+            elsewhere += plan.OTHER_MACHINE in measured[1]
     lines.append(f"  all cells: ~{duration(total)} at the committed run's speed"
+                 + (f", {elsewhere} cells of it from another kind of machine's figures" if elsewhere else "")
                  + (f", plus {unknown} cells without a measured figure" if unknown else ""))
     return lines
 

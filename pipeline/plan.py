@@ -30,6 +30,9 @@ from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
 from pipeline.progress import duration
 
 
+OTHER_MACHINE = "measured on another kind of machine"  # in an estimate's source where no figure is of this kind
+
+
 class Figure(NamedTuple):
     """One committed cell's timing: what an estimate is made of."""
     seconds_per_seed: float
@@ -131,13 +134,22 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, de
     else the method's on another dataset, scaled by CAD-Net's cost (same device kind);
     else the dataset's CAD-Net figure. A borrowed figure says so."""
     own = _figure(dataset, method, eval_root, device)
-    if own is not None:
+    if own is not None and own.all_of_kind(device):
         return own.seconds_per_seed, f"{dataset}/{method}{own.where()}"
-    if method == "cadnet":
-        return None
+    # a figure of another kind of machine (a GPU's for a CPU run) would misstate this run's time:
+    # a borrowed figure of this kind first, that one only where there is none
+    borrowed = None if method == "cadnet" else _borrowed(dataset, method, eval_root, device, baselines)
+    if borrowed is not None or own is None:
+        return borrowed
+    return own.seconds_per_seed, f"{dataset}/{method}{own.where()}, {OTHER_MACHINE} than this {device}: expect another time"
+
+
+def _borrowed(dataset: str, method: str, eval_root: Path, device: str,
+              baselines: Sequence[str]) -> tuple[float, str] | None:
+    """A cell's figure from other cells' (:func:`measured_per_seed`)."""
     network_of = REGISTRY[method].hparams_of if method in REGISTRY else ""
     same_network = network_of and _figure(dataset, network_of, eval_root, device)
-    if same_network:  # the entry differs from that one by a setting, not by its network
+    if same_network and same_network.all_of_kind(device):  # the entry differs from that one by a setting, not by its network
         return same_network.seconds_per_seed, f"{dataset}/{network_of}{same_network.where()}, the same network"
     scaled = (_scaled_by_other_baselines(dataset, method, eval_root, device, baselines)
               if method in baselines else None)
@@ -145,7 +157,7 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, de
     if scaled is not None:
         return scaled
     cadnet = _figure(dataset, "cadnet", eval_root, device)
-    if cadnet is None:
+    if cadnet is None or not cadnet.all_of_kind(device):
         return None
     return cadnet.seconds_per_seed, (f"{dataset}/cadnet{cadnet.where()}; this cell has no figure of its own, and "
                                      "another method's epoch can cost several times CAD-Net's")

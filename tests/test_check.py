@@ -149,3 +149,13 @@ def test_a_memory_budget_below_one_seed_of_a_cell_stops_at_the_check_stage(workd
     assert not (workdir / "data").exists()
     update_params(workdir, memory_budget_gb=0.5)
     check.main([])
+
+
+def test_the_plans_total_says_how_many_cells_it_costs_from_another_kind_of_machine(workdir, capsys, monkeypatch):
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, variants=NO_VARIANTS, device="cpu",
+                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}})
+    sources = {"cadnet": "cora/cadnet", "gcn": f"cora/gcn on cuda (NVIDIA H200), {check.plan.OTHER_MACHINE} than this cpu"}
+    monkeypatch.setattr(check.plan, "measured_per_seed", lambda dataset, method, **kwargs: (1.0, sources[method]))
+    check.main([])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "  all cells: ~4 s at the committed run's speed, 1 cells of it from another kind of machine's figures")

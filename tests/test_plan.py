@@ -32,7 +32,10 @@ def test_an_estimate_from_a_gpu_measured_table_says_so(tmp_path):
     table.mkdir()
     (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
                                       "0,0.9,100,10.0,cuda (NVIDIA H200)\n")
-    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet on cuda (NVIDIA H200))")
+    assert plan.estimate("physics", "cadnet", 60, tmp_path, device="cuda").endswith("of physics/cadnet on cuda (NVIDIA H200))")
+    # for a CPU run, the only figure there is is labelled as another machine's
+    assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith(
+        "of physics/cadnet on cuda (NVIDIA H200), measured on another kind of machine than this cpu: expect another time)")
     (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n0,0.9,100,10.0,cpu\n")
     assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet)")
 
@@ -47,7 +50,21 @@ def test_an_estimate_uses_the_seeds_of_its_own_device_kind_where_there_are_any(t
     assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").endswith("on cuda (NVIDIA H200))")
     (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
                                       "0,0.9,100,4.0,cuda (NVIDIA H200)\n")
-    assert plan.estimate("photo", "cadnet", 60, tmp_path).startswith("~24 s")  # no CPU seeds: the GPU's figure
+    assert plan.estimate("photo", "cadnet", 60, tmp_path).startswith("~24 s")  # no CPU seeds: the GPU's figure, so labelled
+    assert "another kind of machine than this cpu" in plan.estimate("photo", "cadnet", 60, tmp_path)
+
+
+def test_a_cpu_plan_prefers_a_borrowed_cpu_figure_to_a_cells_own_gpu_figure(tmp_path):
+    """Physics GCN ran on the H200 only: a CPU run is costed from GCN's CPU figure on CS scaled
+    by CAD-Net's cost here over there, not from the H200's 20x faster one."""
+    write_table(tmp_path, "physics", "cadnet", [(100, 20.0, "cpu")])
+    write_table(tmp_path, "physics", "gcn", [(100, 1.0, "cuda (NVIDIA H200)")])
+    write_table(tmp_path, "cs", "cadnet", [(100, 10.0, "cpu")])
+    write_table(tmp_path, "cs", "gcn", [(100, 10.0, "cpu")])
+    assert plan.estimate("physics", "gcn", 10, tmp_path) == (
+        "~20 s (at the committed run's 2.0 s per seed of cs/gcn scaled by 2.00, CAD-Net's cost per epoch on physics "
+        "over cs; this cell has no figure of its own, and methods do not scale alike)")
+    assert plan.estimate("physics", "gcn", 10, tmp_path, device="cuda").startswith("~1 s")
 
 
 def test_an_entry_reading_anothers_settings_borrows_that_ones_figure_here(tmp_path):
