@@ -21,6 +21,8 @@ from pipeline.methods import BASELINES, REGISTRY
 from pipeline.paths import PARAMS_FILE
 
 DATASETS = ("citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics")
+DATASET_NAMES = {"citeseer": "CiteSeer", "cora": "Cora", "pubmed": "PubMed", "computers": "Amazon Computers",
+                 "photo": "Amazon Photo", "cs": "Coauthor CS", "physics": "Coauthor Physics"}  # as the paper writes them
 METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")

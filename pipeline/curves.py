@@ -50,7 +50,8 @@ def loss_figure(dataset: str, method: str, changed: list[str]):
         _mean_and_band(ax, history, column, f"{column}, mean over the seeds still running",
                        f"{column}, 10-90% of those seeds", color)
     ax.set(xlabel="epoch", ylabel="NLL loss (eval mode)",
-           title=titled(f"{dataset}/{method}: loss over epochs (a seed that stopped early leaves the mean)", changed))
+           title=titled(f"{config.DATASET_NAMES[dataset]}, {REGISTRY[method].label}: loss over epochs "
+                        "(a seed that stopped early leaves the mean)", changed))
     ax.legend(**LEGEND_BELOW)
     return fig
 
@@ -63,7 +64,7 @@ def validation_loss_figure(dataset: str, methods: list[str]):
         history = history_of(dataset, method)
         label = "CAD-Net" if method == DEFAULT_METHOD else REGISTRY[method].label
         _mean_and_band(ax, history, "val_loss", f"{label} (mean over seeds)")
-    ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{dataset}: validation loss (paper Fig. B.1)")
+    ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{config.DATASET_NAMES[dataset]}: validation loss (paper Fig. B.1)")
     ax.legend(fontsize=8)
     return fig
 

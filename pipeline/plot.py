@@ -71,9 +71,10 @@ def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float
         table = read_per_seed(dataset, method)
         acc = 100 * table["test_acc"]
         points = ax.plot(table["seed"], acc, "o", ms=3, alpha=0.7,
-                         label=f"{method}: {acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}")
+                         label=f"{REGISTRY[method].label}: {acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}")
         ax.axhline(acc.mean(), color=points[0].get_color(), lw=1, ls="--")
-    ax.set(xlabel="seed", ylabel="test accuracy (%)", title=titled(f"{dataset}: test accuracy per seed", changed))
+    ax.set(xlabel="seed (run index)", ylabel="test accuracy (%)",
+           title=titled(f"{config.DATASET_NAMES[dataset]}: test accuracy per seed", changed))
     ax.legend(**LEGEND_BELOW)  # below the axes, never over the points
     return fig
 
@@ -87,7 +88,8 @@ def gamma_figure(dataset: str, method: str, beta: float, changed: list[str]):
     for ax, column, label in ((axes[0], "count_all_seeds", "all seeds"), (axes[1], single, single[6:].replace("_", " "))):
         ax.bar(hist["bin_left"], hist[column], width=width, align="edge", color="tab:blue")
         ax.axvline(beta, color="tab:red", lw=1, ls="--", label=rf"$\beta$ = {beta} (lower bound of $\gamma$)")
-        ax.set(xlabel=r"$\gamma_i$", ylabel="nodes", title=f"{dataset}/{method}: {label}")
+        ax.set(xlabel=r"adaptive weight $\gamma_i$ at the selected epoch", ylabel="nodes",
+               title=f"{config.DATASET_NAMES[dataset]}, {REGISTRY[method].label}: {label}")
         ax.legend(fontsize=7, loc="upper left")
     if changed:
         fig.suptitle(f"not the paper's settings: {', '.join(changed)}", fontsize=8)
@@ -100,22 +102,42 @@ def comparison_figure(dataset: str, methods: list[str], paper: dict, title: str,
     method's tick says how many seeds it ran where that is not the paper's count (none: not
     run), and where the paper reports no number (OOM)."""
     fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(methods)), 4))
-    handles, ticks = {}, []
+    handles, ticks, bars = {}, [], []
     for k, method in enumerate(methods):
         acc = 100 * read_per_seed(dataset, method)["test_acc"]
-        handles["ours (mean ± std)"] = ax.errorbar(k - 0.12, acc.mean(), yerr=acc.std(ddof=1) if len(acc) > 1 else 0,
-                                                   fmt="o", color="tab:blue", capsize=3)
+        std = acc.std(ddof=1) if len(acc) > 1 else 0
+        handles["ours (mean ± std)"] = ax.errorbar(k - 0.12, acc.mean(), yerr=std, fmt="o", color="tab:blue", capsize=3)
+        bars.append((k - 0.12, acc.mean(), std))
         row = paper_row(paper, dataset, method)
         if isinstance(row, list):  # not a cell the paper marks OOM
             handles[paper_label] = ax.errorbar(k + 0.12, row[0], yerr=row[1], fmt="s", color="tab:gray", capsize=3)
+            bars.append((k + 0.12, row[0], row[1] or 0))
         name = "AdaCAD" if method == DEFAULT_METHOD and "Table 3" in paper_label else REGISTRY[method].label.split(" (")[0]
         notes = [] if len(acc) == paper["settings"]["runs"] else [f"{len(acc)} seeds" if len(acc) else "not run"]
         notes += [f"paper {row}"] if isinstance(row, str) else []
         ticks.append("\n".join([textwrap.fill(name, 11), *notes]))  # long names wrapped, not overlapping
     ax.set_xticks(range(len(methods)), ticks, fontsize=8)
     ax.legend(list(handles.values()), list(handles), fontsize=8, loc="best")
-    ax.set(ylabel="test accuracy (%)", title=f"{dataset}: {title}")
+    ax.set(xlabel="method, in the paper's order", ylabel="test accuracy (%)",
+           title=f"{config.DATASET_NAMES[dataset]}: {title}")
+    clip_wide_bars(ax, [bar for bar in bars if bar[1] == bar[1]])  # NaN: a cell not run
     return fig
+
+
+def clip_wide_bars(ax, bars: list[tuple[float, float, float]]) -> None:
+    """y limits that fit every mean and the typical error bar: a bar many times wider than the
+    others (one unstable cell) would squeeze every other row flat, so it runs off the axes
+    and its std is written beside its point."""
+    if not bars:
+        return
+    means = [mean for _, mean, _ in bars]
+    typical = sorted(std for _, _, std in bars)[len(bars) // 2]
+    low, high = min(means) - 3 * typical - 0.5, max(means) + 3 * typical + 0.5
+    ax.set_ylim(low, high)
+    for x, mean, std in bars:
+        if mean - std < low or mean + std > high:
+            ax.annotate(f"± {std:.1f}", (x, mean), xytext=(4, 0), textcoords="offset points", fontsize=7,
+                        va="center", color="tab:red")
 
 
 def table3_figure(dataset: str, methods: list[str], paper: dict):

@@ -301,8 +301,9 @@ def claims_markdown(compared: list[dict], metrics: dict, time_lines: list[str] =
         best = "holds" if ours > theirs else "does not hold"
         significant = ours > theirs and p_value < 0.05
         behind = f"; {REGISTRY[runner_up].label} is significantly better" if ours < theirs and p_value < 0.05 else ""
-        unfinished = [REGISTRY[m].label for m in run if still_improving(metrics[dataset][m])]
-        caveat = (f"; not final: {', '.join(unfinished)} still improving at the last epoch (†)" if unfinished else "")
+        # only the rival the verdict names: another cell still improving is not what the claim compares
+        caveat = (f"; not final: {REGISTRY[runner_up].label} still improving at the last epoch (†)"
+                  if still_improving(metrics[dataset][runner_up]) else "")
         lines.append(f"- **{dataset}**: CAD-Net best of the {len(run)} baseline{'s' * (len(run) != 1)} run here: {best} "
                      f"(CAD-Net {ours:.2f}, {REGISTRY[runner_up].label} {theirs:.2f}); significantly better "
                      f"(paired t-test, p < 0.05): {'holds' if significant else 'does not hold'} (p = {p_value:.2e}{behind})"

@@ -189,3 +189,36 @@ def test_table2_figure_shows_a_variant_beside_its_row(evaluated, monkeypatch):
     drawn.clear()
     plot.main([])
     assert drawn["cora"] == ["gcn", "mixhop", "cadnet"]
+
+
+def test_every_figure_labels_both_axes_and_names_methods_and_datasets_as_the_paper(evaluated, monkeypatch):
+    update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}})
+    write_fake_seeds(evaluated, method="gcn", accs=(0.80, 0.81, 0.82))
+    evaluate.main(["cora", "gcn"])
+    drawn = []
+    real_save = plot.save_figure
+    monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.append(fig), real_save(folder, name, fig))[1])
+    monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)  # keep them to look at
+    plot.main([])
+    assert len(drawn) == 3  # accuracy, gamma, Table 2
+    for fig in drawn:
+        for ax in fig.axes:
+            assert ax.get_xlabel() and ax.get_ylabel(), ax.get_title()
+            assert "Cora" in ax.get_title() and "cora" not in ax.get_title(), ax.get_title()
+            legend = ax.get_legend()
+            texts = [t.get_text() for t in legend.get_texts()] if legend else []
+            assert not any(text.startswith(("cadnet", "gcn")) for text in texts), texts
+    accuracy_legend = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
+    assert any(text.startswith("CAD-Net (AdaCAD): ") for text in accuracy_legend), accuracy_legend
+    matplotlib.pyplot.close("all")
+
+
+def test_one_very_wide_error_bar_runs_off_the_axes_with_its_std_written_beside_it():
+    fig, ax = matplotlib.pyplot.subplots()
+    bars = [(0, 80.0, 0.5), (1, 79.0, 0.4), (2, 70.0, 7.7), (3, 81.0, 0.6)]
+    plot.clip_wide_bars(ax, bars)
+    low, high = ax.get_ylim()
+    assert low <= 70.0 and high >= 81.0  # every mean shows
+    assert low > 70.0 - 7.7 and high - low < 20  # the wide bar does not set the scale
+    assert [t.get_text() for t in ax.texts] == ["± 7.7"]
+    matplotlib.pyplot.close(fig)

@@ -305,3 +305,19 @@ def test_a_variant_compared_with_a_table2_row_follows_that_row_in_table2():
     assert "| CAD-Net, Eq. 6 direction" not in rows  # cadnet_pull did not run
     line = next(l for l in stats.table2_markdown(metrics, {"datasets": ["citeseer"]}, paper) if l.startswith("| MixHop, L2"))
     assert line.endswith(" / 71.5 ± 0.8 |")
+
+
+@pytest.mark.parametrize("gcn_acc, caveat", [(0.5, False), (0.88, True)], ids=["not the rival", "the rival"])
+def test_the_claims_name_a_still_improving_baseline_only_where_it_is_the_rival(gcn_acc, caveat):
+    def cell(acc, selected, ran):
+        return pd.DataFrame({"seed": range(4), "test_acc": [acc + 0.001 * k for k in range(4)],
+                             "selected_epoch": selected, "epochs_run": ran})
+
+    paper = stats.load_paper()
+    tables = {("photo", "cadnet"): cell(0.90, [100, 90, 100, 80], [100] * 4),
+              ("photo", "gcn"): cell(gcn_acc, [200] * 4, [200] * 4),  # still improving
+              ("photo", "appnp"): cell(0.85, [150, 120, 180, 190], [170, 140, 200, 200])}
+    metrics = stats.collect(tables, paper)
+    compared = stats.comparisons(tables, metrics, {"datasets": ["photo"]})
+    claims = "\n".join(stats.claims_markdown(compared, metrics))
+    assert ("not final: GCN still improving" in claims) == caveat, claims
