@@ -204,19 +204,25 @@ def test_table2_significance_and_claims_from_the_baselines_that_ran(evaluated):
     expected_p = ttest_rel([100 * a for a in FAKE_ACCS], [100 * a for a in appnp]).pvalue
     assert f"| cora | APPNP | 3 | {expected_p:.2e} |" in results  # APPNP (83.0) is the better baseline
     assert "2.78e-36" in results  # the paper's p-value beside ours
-    assert "CAD-Net best of the 2 baselines run here: holds (CAD-Net 83.60, APPNP 83.00)" in results
-    assert "significantly better (paired t-test, p < 0.05): does not hold" in results
-    assert "significantly better (paired t-test, p < 0.05): does not hold (p = " + f"{expected_p:.2e})" in results
+    assert ("| CAD-Net is the best method (Table 2) | cora | holds | CAD-Net 83.60, APPNP 83.00, the best of the 2 "
+            "baselines run here |") in results
+    assert ("| CAD-Net is significantly better than the second best (Table B.6) | cora | does not hold | paired t-test "
+            f"by seed against APPNP, p < 0.05: p = {expected_p:.2e} |") in results
+    # the claims come first, then the paper's tables in its order, then every cell
+    headings = [line for line in results.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## The paper's claims, checked" and headings[-1] == "## Every cell", headings
 
 
 def test_a_claim_names_the_baseline_that_is_significantly_ahead_of_cadnet():
     metrics = {"computers": {"cadnet": {"test_acc": {"mean": 81.0}}, "gat": {"test_acc": {"mean": 82.5}}}}
     compared = [{"dataset": "computers", "runner_up": "gat", "p_value": 0.001}]
-    line = stats.claims_markdown(compared, metrics)[-1]
-    assert "best of the 1 baseline run here: does not hold (CAD-Net 81.00, GAT 82.50)" in line
-    assert line.endswith("does not hold (p = 1.00e-03; GAT is significantly better)")
+    best, significant = stats.claims_markdown(compared, metrics)[-2:]
+    assert best == ("| CAD-Net is the best method (Table 2) | computers | does not hold | CAD-Net 81.00, GAT 82.50, "
+                    "the best of the 1 baseline run here |")
+    assert significant.endswith("| does not hold | paired t-test by seed against GAT, p < 0.05: p = 1.00e-03; "
+                                "GAT is significantly better |")
     compared[0]["p_value"] = 0.2  # behind, but not significantly
-    assert stats.claims_markdown(compared, metrics)[-1].endswith("does not hold (p = 2.00e-01)")
+    assert stats.claims_markdown(compared, metrics)[-1].endswith("p = 2.00e-01 |")
 
 
 def test_a_paper_cell_marked_oom_is_shown_as_such(evaluated):
@@ -262,12 +268,13 @@ def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_engine
                                     ("pubmed", "appnp"): table([2.0, 2.0], "cuda (NVIDIA H200)"),
                                     ("physics", "cadnet"): table([10.0, 10.0], "cpu", "batched (chunk of 100)"),
                                     ("physics", "appnp"): table([5.0, 5.0], "cpu", "batched (chunk of 25)")}, paper)
-    assert lines[0] == ("- **cora**, time per epoch on cpu, batched (chunk of 2): CAD-Net / APPNP = 0.60 (paper 1.11); "
-                        "on par or cheaper (at most 1.6x): holds")
-    assert lines[1].startswith("- **photo**, time per epoch on cpu, batched (chunk of 2): CAD-Net / APPNP = 2.00 (paper 1.53)")
-    assert lines[1].endswith("does not hold")
-    assert lines[2].startswith("- **pubmed**, time per epoch: not comparable here")
-    assert lines[3].startswith("- **physics**, time per epoch: not comparable here")  # chunks of 100 and 25
+    claim = "| CAD-Net is on par with APPNP in time per epoch (Table B.8) |"
+    assert lines[0] == (f"{claim} cora | holds | CAD-Net / APPNP = 0.60 on cpu, batched (chunk of 2) (paper 1.11); "
+                        "on par: at most 1.6x |")
+    assert lines[1].startswith(f"{claim} photo | does not hold | CAD-Net / APPNP = 2.00 on cpu, batched (chunk of 2) "
+                               "(paper 1.53)")
+    assert lines[2].startswith(f"{claim} pubmed | not comparable here |")
+    assert lines[3].startswith(f"{claim} physics | not comparable here |")  # chunks of 100 and 25
 
 
 def test_a_baseline_still_improving_at_its_last_epoch_is_flagged_in_table2_and_the_claims():
