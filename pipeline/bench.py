@@ -255,7 +255,7 @@ def isolated(function, args: tuple, timeout_s: float) -> tuple[object, str | Non
 def exit_on_sigterm() -> None:
     """A plain ``kill`` (SIGTERM, also what ends a session) ends the bench as an exit, not at
     once: Python's exit then stops the daemonic child that :func:`isolated` measures in. Without
-    it a killed bench left its child measuring (stop 32: 6.9 GB and a core, until killed by hand)."""
+    it a killed bench leaves its child measuring (seen: 6.9 GB and a core, until killed by hand)."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 

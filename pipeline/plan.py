@@ -101,7 +101,7 @@ def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, devic
     """A baseline's seconds per seed on each other dataset where it ran, times the median, over
     the other baselines run on both datasets, of their seconds per seed here over there; the
     geometric mean of those (all figures of ``device``'s kind). Baselines scale with the graph
-    more alike than CAD-Net does. Each of the 28 committed CPU baseline cells of stop 31, left out
+    more alike than CAD-Net does. Each of the 28 CPU baseline cells committed when this was chosen, left out
     in turn, was within x1.9 of this at the median, x3.6 at the 90th percentile and x4.3 at worst,
     against x3.4, x7.7 and x31 for CAD-Net's cost ratio (PubMed MixHop: 110 s per seed from
     this, 1359 from that, 299 measured)."""
