@@ -20,6 +20,7 @@ HISTORY_ROOT = Path("data/eval")  # evaluate: data/eval/<dataset>/<method>_histo
 METRICS_FILE = Path("reports/metrics.json")  # stats
 RESULTS_FILE = Path("reports/results.md")  # stats
 TIMING_FILE = Path("reports/timing.md")  # stats: wall times, kept out of the metrics
+RUNS_FILE = Path("reports/RUNS.md")  # provenance: where each committed result came from
 FIGURES_ROOT = Path("reports/figures")  # plot: PNG figures drawn from reports/eval/
 CURVES_ROOT = Path("reports/curves")  # curves: PNG figures drawn from the histories in data/eval/
 PLOT_DATA_ROOT = Path("reports/plots")  # plot (accuracy/), curves (loss/): CSV data plots for `dvc plots show/diff`
