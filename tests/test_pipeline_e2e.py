@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -106,9 +107,10 @@ def project(tmp_path_factory) -> Project:
         shutil.copy(PROJECT_ROOT / ".dvc" / name, root / ".dvc" / name)
 
     mirror = tmp / "mirror"
-    rows = write_tiny_planetoid_mirror(mirror, "cora")
+    # a small CiteSeer too, for the README's quick look (CiteSeer and Cora)
+    rows = write_tiny_planetoid_mirror(mirror, "cora") + write_tiny_planetoid_mirror(mirror, "citeseer", classes=6, per_class=150)
     table = root / "pipeline" / "checksums.tsv"
-    kept = [line for line in table.read_text().splitlines() if not line.startswith("cora\t")]
+    kept = [line for line in table.read_text().splitlines() if not line.startswith(("cora\t", "citeseer\t"))]
     table.write_text("\n".join(kept + rows) + "\n")
 
     params = yaml.safe_load((root / "params.yaml").read_text())
@@ -441,3 +443,29 @@ def test_resumed_seed_matches_uninterrupted_run(project):
             and retrained["history"]["val_loss"] == pytest.approx(lost["history"]["val_loss"], abs=1e-5))
     assert same, (lost["test_acc"], retrained["test_acc"], lost.get("engine"), retrained.get("engine"))
 
+
+
+def readme_command(start: str) -> list[str]:
+    """The one command of the README (in backticks) that starts with ``start``, as argv."""
+    readme = (PROJECT_ROOT / "README.md").read_text().replace("\\|", "|")  # a pipe escaped in a table cell
+    found = sorted(set(re.findall(r"`(" + re.escape(start) + r"[^`]*)`", readme)))
+    assert len(found) == 1, found
+    return shlex.split(found[0])
+
+
+def test_the_readmes_quick_look_runs_and_leaves_the_committed_results_alone(project):
+    """The README's quick look, verbatim (this project's settings train 5 epochs on small graphs):
+    it runs in a temporary copy, and the working tree, its results and its seed files stay as
+    they were; the README's `dvc exp show` then shows it, with its metric columns."""
+    tracked = {path: path.read_bytes() for path in [project.root / "params.yaml", *(project.root / "reports").rglob("*")]
+               if path.is_file()}
+    seeds = {path: path.stat().st_mtime_ns for path in (project.root / "data/runs").rglob("seed_*.pt")}
+    proc = project.run(*readme_command("dvc exp run --temp"), timeout=600)
+    assert "Ran experiment(s)" in proc.stdout + proc.stderr
+    assert {path: path.read_bytes() for path in tracked} == tracked
+    assert {path: path.stat().st_mtime_ns for path in (project.root / "data/runs").rglob("seed_*.pt")} == seeds
+    shown = project.run(*readme_command("dvc exp show --md")).stdout
+    header = next(line for line in shown.splitlines() if line.startswith("|"))
+    assert "cora.cadnet.test_acc.mean" in header and "citeseer.cadnet.test_acc.mean" in header and "runs" in header
+    assert "rw.test_acc" not in header  # only the columns kept
+    assert any(line.split("|")[-2].strip() == "10" for line in shown.splitlines()[2:]), shown  # the quick look's row
