@@ -3,8 +3,8 @@ r"""CAD-Net: the maths of the paper, section 3 ("Proposed Method").
 Equation numbers are those of the paper's LaTeX source (``../shared/paper``), counted in
 order: (1) overview, (4) transition, (5) self-guided class distribution, (6) CAD aggregation,
 (7) AdaCAD interpolation, (8) control variable :math:`c_i`, (9) adaptive weight
-:math:`\gamma_i`, (10) matrix form. SPEC.md calls the aggregation "Eq. 5"; it is label
-``eq:CAD``, the sixth numbered equation.
+:math:`\gamma_i`, (10) matrix form (the aggregation, label ``eq:CAD``, is the sixth numbered
+equation, as docs/SPEC.md says too).
 
 Every function here accepts node tensors of shape ``[N, C]`` (one model) or ``[N, S, C]``
 (``S`` models side by side), node axis first and class axis last. The batched engine
