@@ -27,7 +27,7 @@ from torch_geometric.utils import add_self_loops, coalesce, remove_self_loops, t
 from pipeline import config, paths
 from pipeline.config import ConfigError, DataError
 from pipeline.download import files_for, is_intact
-from pipeline.files import save_torch, write_atomic
+from pipeline.files import save_torch, write_text_atomic
 
 RAW_ROOT = paths.RAW_ROOT
 PROCESSED_ROOT = paths.PROCESSED_ROOT
@@ -175,7 +175,7 @@ def preprocess(
     graph, stats = build_graph(data, hparams)
     save_torch(graph, out_root / dataset / "graph.pt")
     save_torch(sparse_features(data.x, False), out_root / dataset / paths.FEATURES_AS_READ)
-    write_atomic(stats_root / f"{dataset}.json", lambda p: p.write_text(json.dumps(stats, indent=2) + "\n"))
+    write_text_atomic(stats_root / f"{dataset}.json", json.dumps(stats, indent=2) + "\n")
     return stats
 
 

@@ -23,6 +23,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from pipeline import config
+from pipeline.files import write_text_atomic
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
 from pipeline.paths import DATA_STATS_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
 from pipeline.tables import read_per_seed
@@ -407,10 +408,9 @@ def main(argv: list[str]) -> None:
     metrics = collect(tables, paper)
     markdown = results_markdown(metrics, params, paper, tables)  # checks every input before writing
     timing = timing_markdown(tables, paper)
-    METRICS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    METRICS_FILE.write_text(json.dumps(metrics, indent=2) + "\n")
-    RESULTS_FILE.write_text(markdown)
-    TIMING_FILE.write_text(timing)
+    write_text_atomic(METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
+    write_text_atomic(RESULTS_FILE, markdown)
+    write_text_atomic(TIMING_FILE, timing)
     print(markdown)
 
 

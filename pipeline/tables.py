@@ -10,6 +10,7 @@ file, never a number in the results.
 """
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def read_per_seed(dataset: str, method: str, runs: int | None = None, root: Path
         raise DataError(f"{path}: missing; {rerun}")
     try:
         text = path.read_text()
-        table = pd.read_csv(path)
+        table = pd.read_csv(io.StringIO(text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: not a per-seed table ({type(err).__name__}); {rerun}") from None
     if not text.endswith("\n"):  # evaluate ends every row with one

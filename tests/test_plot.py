@@ -198,6 +198,7 @@ def test_every_figure_labels_both_axes_and_names_methods_and_datasets_as_the_pap
     drawn = []
     real_save = plot.save_figure
     monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.append(fig), real_save(folder, name, fig))[1])
+    close = plot.plt.close
     monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)  # keep them to look at
     plot.main([])
     assert len(drawn) == 3  # accuracy, gamma, Table 2
@@ -210,7 +211,7 @@ def test_every_figure_labels_both_axes_and_names_methods_and_datasets_as_the_pap
             assert not any(text.startswith(("cadnet", "gcn")) for text in texts), texts
     accuracy_legend = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
     assert any(text.startswith("CAD-Net (AdaCAD): ") for text in accuracy_legend), accuracy_legend
-    matplotlib.pyplot.close("all")
+    close("all")
 
 
 def test_one_very_wide_error_bar_runs_off_the_axes_with_its_std_written_beside_it():

@@ -64,6 +64,7 @@ def test_a_corrupted_table_or_summary_stops_stats_and_plot_with_one_line(evaluat
     before = {p: p.read_bytes() for p in (evaluated / "reports").rglob("*") if p.is_file()}
     with pytest.raises(config.DataError) as info:
         stage.main([])
+    plot.plt.close("all")  # the figure being drawn when plot stopped
     message = str(info.value)
     assert "\n" not in message and all(f in message for f in fragments), message
     assert "cora/cadnet" in message  # and how to make it again
