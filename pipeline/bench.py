@@ -253,7 +253,7 @@ def isolated(function, args: tuple, timeout_s: float) -> tuple[object, str | Non
 
 
 def exit_on_sigterm() -> None:
-    """A plain ``kill`` (SIGTERM, also what ends a session) ends the bench as an exit, not at
+    """A plain ``kill`` (SIGTERM, also what a closing terminal or a job scheduler sends) ends the bench as an exit, not at
     once: Python's exit then stops the daemonic child that :func:`isolated` measures in. Without
     it a killed bench leaves its child measuring (seen: 6.9 GB and a core, until killed by hand)."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

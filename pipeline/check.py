@@ -50,7 +50,7 @@ def resolve_device_name(name: str) -> str:
 
 def plan_lines(params: dict, device: str) -> list[str]:
     cells = config.cells(params)
-    lines = [f"dvc repro will train {len(cells)} cells on {device}; seeds already trained with the same "
+    lines = [f"dvc repro will train {len(config.trained_cells(params))} cells on {device}; seeds already trained with the same "
              f"settings are reused (each train stage says how many), so these times are upper bounds:"]
     total, unknown, elsewhere = 0.0, 0, 0
     memory = plan.machine_memory_bytes() if device == "cpu" else None
@@ -117,8 +117,7 @@ def cell_file_text(params: dict, dataset: str, method: str) -> str:
 
 
 def main(argv: list[str]) -> None:
-    if argv:
-        raise config.ConfigError(f"usage: python -m pipeline.check; unexpected argument {argv[0]!r}")
+    config.no_args(argv, "check")
     params = config.load_params()
     config.check_everything(params)
     check_memory_budget(params)

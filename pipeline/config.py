@@ -295,7 +295,9 @@ def _check_study(params: dict, study: str, claimed: set[str]) -> None:
         if name in claimed:
             raise ConfigError(f"{study}.methods: {name!r} is also in another study; list each method in one study only")
         claimed.add(name)
-    spec["runs"] = _check_runs_by_dataset(f"{study}.runs", spec.get("runs"), spec["methods"])
+    # a cell's runs may stay written while its method is dropped from the study (`-S 'variants.methods=[]'`)
+    kind = [m for m in METHODS if (m in BASELINES) == (study == "baselines") and m not in params["methods"]]
+    spec["runs"] = _check_runs_by_dataset(f"{study}.runs", spec.get("runs"), kind)
     if study == "baselines":
         spec["protocol"] = _check_protocol(spec.get("protocol"))
 
@@ -316,8 +318,8 @@ def _check_protocol(protocol: Any) -> dict:
 
 
 def _check_runs_by_dataset(where: str, runs: Any, methods: list[str] | None = None) -> dict:
-    """A mapping dataset -> number of runs (empty when absent). A study's (its ``methods``
-    given) may also map a dataset to {method: runs} for some of them (the others use `runs`),
+    """A mapping dataset -> number of runs (empty when absent). A study's (the ``methods`` it
+    may hold given) may also map a dataset to {method: runs} for some of them (the others use `runs`),
     where 0 means the cell is not run (it stays in the DVC matrix, trains nothing, and the
     tables say "not run")."""
     runs = {} if runs is None else runs  # absent or written empty; 0 or "" is not a mapping
@@ -501,6 +503,12 @@ def cell_args(argv: list[str], stage: str) -> tuple[str, str]:
     check_choice("dataset", dataset, DATASETS)
     check_choice("method", method, METHODS)
     return dataset, method
+
+
+def no_args(argv: list[str], stage: str) -> None:
+    """A command that takes no argument refuses one rather than ignoring it."""
+    if argv:
+        raise ConfigError(f"usage: python -m pipeline.{stage}; unexpected argument {argv[0]!r}")
 
 
 # OSError numbers meaning the disk (or the user's quota) is full

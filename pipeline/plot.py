@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
+from pipeline.files import write_atomic, write_csv_atomic  # noqa: E402
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
 from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import load_paper, paper_row  # noqa: E402
@@ -154,9 +155,12 @@ def selected_main_method(params: dict) -> str:
 
 
 def save_figure(folder: Path, name: str, fig) -> str:
-    """Saved and closed as made: matplotlib keeps every open figure (it warns past 20)."""
-    fig.savefig(folder / f"{name}.png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    """Saved (whole or not at all) and closed as made: matplotlib keeps every open figure (it
+    warns past 20)."""
+    try:
+        write_atomic(folder / f"{name}.png", lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
     return name
 
 
@@ -192,13 +196,15 @@ def main(argv: list[str]) -> None:
 
 def write_cell_data(kind: str, cells: list[tuple[str, str]], table_of) -> None:
     """``table_of(dataset, method)`` per cell, as CSV in ``reports/plots/<kind>/`` that `dvc plots
-    show` and `dvc plots diff` draw (templates in dvc.yaml). Old files of unselected cells go."""
+    show` and `dvc plots diff` draw (templates in dvc.yaml). Every table is read before any file
+    is written, each file is written whole, and old files of unselected cells go last."""
     folder = PLOT_DATA_ROOT / kind
-    folder.mkdir(parents=True, exist_ok=True)
+    tables = {folder / f"{dataset}_{method}.csv": table_of(dataset, method) for dataset, method in cells}
+    for path, table in tables.items():
+        write_csv_atomic(path, table, index=False)
     for old in folder.glob("*.csv"):
-        old.unlink()
-    for dataset, method in cells:
-        table_of(dataset, method).to_csv(folder / f"{dataset}_{method}.csv", index=False)
+        if old not in tables:
+            old.unlink()
 
 
 def accuracy_per_seed(dataset: str, method: str) -> pd.DataFrame:

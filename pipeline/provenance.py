@@ -63,8 +63,7 @@ def runs_markdown(root: Path = EVAL_ROOT) -> str:
 
 
 def main(argv: list[str]) -> None:
-    if argv:
-        raise config.ConfigError(f"usage: python -m pipeline.provenance; unexpected argument {argv[0]!r}")
+    config.no_args(argv, "provenance")
     RUNS_FILE.write_text(runs_markdown())
     print(f"wrote {RUNS_FILE}", file=sys.stderr)
 

@@ -408,7 +408,7 @@ def sizes_from_counts(hp: dict, nodes: int, directed_edges: int, features: int, 
 # message and its gradient (about two floats a unit) dominate its memory, which the CAD-Net
 # model above does not count. Measured (peak RSS over 5 epochs, 1 seed against 4 or 5, hidden
 # 64): 473 bytes per edge and seed on Cora, 480 on CiteSeer; 480 / 64 = 7.5 bytes a unit. The
-# other baselines have 2-20 edges a node, where the proxy held (README: the chunks that ran
+# other baselines have 2-20 edges a node, where the proxy held (docs/notes.md: the chunks that ran
 # out of memory).
 GDC_MESSAGE_BYTES_PER_UNIT = 7.5
 

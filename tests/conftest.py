@@ -99,6 +99,21 @@ def write_tiny_planetoid_mirror(mirror: Path, name: str = "cora", classes: int =
     return rows
 
 
+def readme_commands(text: str | None = None) -> set[str]:
+    """Every command the README gives to run: the lines of its bash blocks, and the inline code
+    in the last column of its tables (the experiments' commands, troubleshooting's remedies).
+    Inline code in prose names a command; it does not ask for one to be run."""
+    import re
+
+    text = (PROJECT_ROOT / "README.md").read_text() if text is None else text
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    commands = {line for block in blocks for line in block.splitlines() if line.strip()}
+    for row in re.findall(r"^\|.*\|$", text, re.M):
+        last = re.split(r"(?<!\\)\|", row.strip("|"))[-1].replace("\\|", "|")
+        commands |= set(re.findall(r"`((?:dvc|python3?|pytest|pip|git|export) [^`]*)`", last))
+    return commands
+
+
 def read_params(root: Path) -> dict:
     return yaml.safe_load((root / "params.yaml").read_text())
 

@@ -123,7 +123,7 @@ def _sleep_and_say_who(path):
 
 
 def test_a_stopped_bench_leaves_no_measuring_process_behind(tmp_path):
-    """Killing the bench (SIGTERM, as `kill` and a session's end send it) also ends the process
+    """Killing the bench (SIGTERM, as `kill` and a job scheduler send it) also ends the process
     isolated() measures in (main() calls exit_on_sigterm first)."""
     said = tmp_path / "child.pid"
     script = ("from pipeline import bench; from test_bench import _sleep_and_say_who; bench.exit_on_sigterm(); "

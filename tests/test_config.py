@@ -666,6 +666,14 @@ def test_a_study_may_set_runs_per_method_and_zero_leaves_a_cell_unrun(workdir):
     assert len(config.trained_cells(loaded)) == len(config.cells(loaded)) - 1
 
 
+def test_a_studys_runs_may_name_a_method_it_no_longer_selects(workdir):
+    """`-S 'variants.methods=[]'` leaves `variants.runs.pubmed: {rw: 20, ...}` as written: those
+    numbers wait for the methods to come back, they are not a typo."""
+    variants = {"datasets": ["cora"], "methods": [], "runs": {"cora": {"rw": 20, "gat_rw": 0}}}
+    loaded = load(workdir, params_with(datasets=["cora"], methods=["cadnet"], variants=variants))
+    assert ("cora", "rw") not in config.cells(loaded)
+
+
 @pytest.mark.parametrize("runs, message", [
     ({"pubmed": {"gcnn": 5}}, ["baselines.runs.pubmed", "gcnn", "gcn"]),
     ({"pubmed": {"gat": -1}}, ["baselines.runs.pubmed.gat", "[0, 10000]"]),

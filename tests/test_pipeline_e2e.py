@@ -1,17 +1,20 @@
-"""End-to-end: the whole DVC pipeline on Cora in a scratch copy of the project.
+"""End-to-end: the whole DVC pipeline, and every command of the README, in a scratch copy of
+the project.
 
 A copy of the project (code, params.yaml, dvc.yaml, DVC config) goes into a temporary git
-repository; params select cora / cadnet, and the variants rw and gat_rw on cora, 2 runs of
-5 epochs. Then:
-`dvc repro` -> outputs exist, `dvc status` is clean -> a change to another dataset's row
-changes nothing, a change to Cora's row reruns training but not download / preprocess -> a
-corrupted committed result is refused by stats and remade by `dvc repro` -> a baseline's chunk
-size reruns its cell alone -> `dvc exp run -S beta=0.9` reruns training with the override -> an interrupted train stage
-retrains only the missing seed.
+repository; params select CAD-Net on Cora and PubMed, the variants rw and gat_rw (PubMed's
+gat_rw at 0 seeds) and the baseline gcn on Cora, 2 runs of 5 epochs. Then:
+`dvc repro` -> outputs exist, `dvc status` is clean -> bad values stop at the check stage ->
+fewer runs and back retrain nothing -> a change to another dataset's row changes nothing, a
+change to Cora's row reruns training but not download / preprocess -> a corrupted committed
+result is refused by stats and remade by `dvc repro` -> a baseline's chunk size reruns its cell
+alone -> the README's experiments, shares, mirror, plan and figure commands, verbatim -> an
+interrupted train stage retrains only the missing seed -> the README's quick look.
 
 The tests below share one project (module-scoped fixture) and run in file order. They need
-no dataset files: the fixture writes a small graph in the planetoid layout as "cora" into a
-mirror of its own, with its checksums in the copy's pipeline/checksums.tsv.
+no dataset files: the fixture writes small graphs in the planetoid layout as "cora",
+"citeseer" and "pubmed" into a mirror of its own, with their checksums in the copy's
+pipeline/checksums.tsv.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ import pytest
 import torch
 import yaml
 
-from conftest import PROJECT_ROOT, write_tiny_planetoid_mirror
+from conftest import PROJECT_ROOT, readme_commands, write_tiny_planetoid_mirror
+from pipeline import stats
 
 RUNS = 2
 FIGURES = ("accuracy", "gamma")
@@ -107,15 +111,17 @@ def project(tmp_path_factory) -> Project:
         shutil.copy(PROJECT_ROOT / ".dvc" / name, root / ".dvc" / name)
 
     mirror = tmp / "mirror"
-    # a small CiteSeer too, for the README's quick look (CiteSeer and Cora)
-    rows = write_tiny_planetoid_mirror(mirror, "cora") + write_tiny_planetoid_mirror(mirror, "citeseer", classes=6, per_class=150)
+    # a small CiteSeer for the README's quick look (CiteSeer and Cora), and a small PubMed for its
+    # experiments on a Table 3 cell of PubMed
+    rows = (write_tiny_planetoid_mirror(mirror, "cora") + write_tiny_planetoid_mirror(mirror, "citeseer", classes=6, per_class=150)
+            + write_tiny_planetoid_mirror(mirror, "pubmed", classes=3, per_class=250))
     table = root / "pipeline" / "checksums.tsv"
-    kept = [line for line in table.read_text().splitlines() if not line.startswith(("cora\t", "citeseer\t"))]
+    kept = [line for line in table.read_text().splitlines() if not line.startswith(("cora\t", "citeseer\t", "pubmed\t"))]
     table.write_text("\n".join(kept + rows) + "\n")
 
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params.update(datasets=["cora"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu",
-                  variants={"datasets": ["cora"], "methods": ["rw", "gat_rw"], "runs": {}},
+    params.update(datasets=["cora", "pubmed"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu",
+                  variants={"datasets": ["cora", "pubmed"], "methods": ["rw", "gat_rw"], "runs": {"pubmed": {"gat_rw": 0, "rw": RUNS}}},
                   baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {}})
     params["method_hparams"]["gcn"]["epochs"] = 5
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -136,23 +142,28 @@ def project(tmp_path_factory) -> Project:
 
 def test_repro_writes_every_output(project):
     out = project.repro.stdout
-    # exactly the selected matrix entries run (datasets [cora], methods [cadnet])
+    # exactly the selected matrix entries run (PubMed's gat_rw at 0 seeds is in the matrix, unrun)
     assert set(re.findall(r"Running stage '([^']+)'", out)) == {
         "check", "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot", "curves",
         "train_variant@cora-rw", "evaluate_variant@cora-rw", "train_variant@cora-gat_rw",
         "evaluate_variant@cora-gat_rw", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn",
+        "download@pubmed", "preprocess@pubmed", "train@pubmed-cadnet", "evaluate@pubmed-cadnet",
+        "train_variant@pubmed-rw", "evaluate_variant@pubmed-rw", "train_variant@pubmed-gat_rw",
+        "evaluate_variant@pubmed-gat_rw",
     }, out[-3000:]
 
     # the stages' logs off a terminal: the plan first, then plain lines, no bar redraws
     log = project.repro.stdout + project.repro.stderr
     assert "\r" not in log and "\x1b[" not in log, log[-2000:]
     assert len(log) < 20_000, len(log)
-    assert "dvc repro will train 4 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
+    assert "dvc repro will train 6 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
     assert f"train cora/cadnet: {RUNS} seeds, 0 reused, {RUNS} to train" in log, log[-3000:]
     assert f"train cora/cadnet: {RUNS}/{RUNS} seeds (100%)" in log, log[-3000:]
 
-    metrics = project.metrics()
-    assert list(metrics) == ["cora"] and list(metrics["cora"]) == ["cadnet", "rw", "gat_rw", "gcn"]
+    metrics = json.loads((project.root / "reports/cells.json").read_text())  # each cell's whole summary
+    assert project.metrics() == stats.headline(metrics)  # DVC's metrics: the headline of each
+    assert list(metrics) == ["cora", "pubmed"] and list(metrics["cora"]) == ["cadnet", "rw", "gat_rw", "gcn"]
+    assert list(metrics["pubmed"]) == ["cadnet", "rw"]
     assert metrics["cora"]["gcn"]["paper"] == {"mean": 81.3, "std": 0.7}  # its Table 2 row
     acc = metrics["cora"]["cadnet"]["test_acc"]
     assert metrics["cora"]["cadnet"]["runs"] == RUNS
@@ -233,24 +244,7 @@ def test_a_bad_value_stops_repro_before_any_output_is_lost(project, where, value
         assert "Running stage 'check'" in proc.stdout and "Running stage 'train" not in proc.stdout
         assert {name: (project.root / name).read_bytes() for name in KEPT_OUTPUTS} == before
     finally:
-        project.git("checkout", "--", "params.yaml")
-    assert "Data and pipelines are up to date." in project.dvc("status").stdout
-
-
-def test_a_quick_look_with_fewer_runs_costs_no_finished_seed(project):
-    """The README's quick look (fewer runs) then back: seed 0 is reused, seed 1 waits in the
-    stash and comes back; neither is retrained, and the outputs are the committed ones."""
-    committed = (project.root / "reports/eval/cora/cadnet.csv").read_bytes()
-    try:
-        project.set_params(dict(project.params, runs=1))
-        log = project.dvc("repro").stderr
-        assert "train cora/cadnet: 1 seeds, 1 reused, 0 to train" in log, log[-3000:]
-        assert project.metrics()["cora"]["cadnet"]["runs"] == 1
-    finally:
-        project.git("checkout", "--", "params.yaml")
-    log = project.dvc("repro").stderr
-    assert f"train cora/cadnet: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
-    assert (project.root / "reports/eval/cora/cadnet.csv").read_bytes() == committed
+        project.run(*readme_command("git checkout params.yaml"))
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
@@ -298,25 +292,6 @@ def test_param_dependencies_are_per_dataset(project):
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
-def test_one_cells_seed_count_reruns_only_that_cells_stages(project):
-    """`-S baselines.runs.cora.gcn=1` moves one cell's seed count: DVC reruns that cell's train
-    and evaluate stages and the aggregates, not every cell's (a params dep on the whole
-    `baselines.runs` subtree would rerun them all)."""
-    original = project.params
-    try:
-        edited = yaml.safe_load(yaml.safe_dump(original))
-        edited["baselines"]["runs"] = {"cora": {"gcn": 1}}
-        project.set_params(edited)
-        out = project.dvc("repro").stdout
-        ran = set(re.findall(r"Running stage '([^']+)'", out))
-        assert ran == {"check", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn", "stats", "plot", "curves"}, out
-        assert project.metrics()["cora"]["gcn"]["runs"] == 1
-    finally:
-        project.git("checkout", "--", "params.yaml")
-    log = project.dvc("repro").stderr
-    assert f"train cora/gcn: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
-    assert "Data and pipelines are up to date." in project.dvc("status").stdout
-
 @pytest.mark.parametrize("damage", ["summary cut short", "a number in the table changed"])
 def test_a_corrupted_committed_result_is_refused_by_stats_and_remade_by_repro(project, damage):
     """stats alone refuses the damaged file with one line naming it; `dvc repro` sees the
@@ -357,17 +332,35 @@ def test_a_baselines_chunk_size_reruns_its_cell_and_going_back_trains_nothing(pr
 
 
 
-def test_exp_run_global_override(project):
+def stages_run(proc: subprocess.CompletedProcess) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", proc.stdout))
+
+
+def cells_trained(proc: subprocess.CompletedProcess) -> dict[str, int]:
+    """The cells a `dvc repro` or `dvc exp run` trained seeds of, and how many."""
+    found = re.findall(r"train (\S+): \d+ seeds, \d+ reused, (\d+) to train", proc.stdout + proc.stderr)
+    return {cell: int(n) for cell, n in found if int(n)}
+
+
+def test_the_readmes_experiments_rerun_what_they_change_and_going_back_trains_nothing(project):
+    """The README's experiments table, command by command and verbatim, each retraining exactly
+    the cells it says; then the README's way back, which trains nothing and gives back the
+    committed per-seed tables."""
+    committed = {p: p.read_bytes() for p in (project.root / "reports/eval").rglob("*.csv")}
     before = {p.name: torch.load(p, weights_only=False) for p in project.seed_files()}
-    old_metrics = project.metrics()
 
-    proc = project.dvc("exp", "run", "-S", "beta=0.9")
-    out = proc.stdout
-    assert "Running stage 'train@cora-cadnet'" in out, out[-3000:]
+    # Cora only: Cora's CAD-Net-family cells retrain, nothing else, nothing before training
+    proc = project.run(*readme_command("dvc exp run -S hparams.cora.beta=0.9"))
+    assert cells_trained(proc) == {"cora/cadnet": RUNS, "cora/rw": RUNS, "cora/gat_rw": RUNS}, proc.stderr[-3000:]
+    trains = {stage for stage in stages_run(proc) if stage.startswith("train")}
+    assert trains and all("@cora-" in stage for stage in trains), trains  # GCN's stage reads Cora's row, trains none
     for stage in STAGES_BEFORE_TRAIN:
-        assert f"Running stage '{stage}'" not in out, out[-3000:]
-    assert project.params["beta"] == 0.9  # -S wrote the override into params.yaml
+        assert f"Running stage '{stage}'" not in proc.stdout, proc.stdout[-3000:]
 
+    # everywhere: Cora's seeds are those of the run before (the same settings); PubMed's train
+    proc = project.run(*readme_command("dvc exp run -S beta=0.9"))
+    assert cells_trained(proc) == {"pubmed/cadnet": RUNS, "pubmed/rw": RUNS}, proc.stderr[-3000:]  # GCN reads no beta
+    assert project.params["beta"] == 0.9  # -S wrote the override into params.yaml
     after = {p.name: torch.load(p, weights_only=False) for p in project.seed_files()}
     assert sorted(after) == sorted(before)
     for name in after:  # every seed retrained under the new fingerprint ...
@@ -376,31 +369,84 @@ def test_exp_run_global_override(project):
         assert float(after[name]["gamma"].min()) >= 0.9 - 1e-6
     gamma_hist = (project.root / "reports/eval/cora/cadnet_gamma.csv").read_text().splitlines()
     assert float(gamma_hist[1].split(",")[0]) >= 0.9 - 1e-4
-
-    diff = json.loads(project.dvc("metrics", "diff", "--json").stdout)
-    changed = diff.get("reports/metrics.json", {})
-    assert any(key.startswith("cora.") for key in changed), diff
-    new_metrics = project.metrics()
-    assert new_metrics["cora"]["cadnet"]["test_acc"]["mean"] == pytest.approx(
+    assert project.metrics()["cora"]["cadnet"]["test_acc"]["mean"] == pytest.approx(
         100 * sum(r["test_acc"] for r in after.values()) / RUNS, abs=1e-3)
-    if new_metrics["cora"]["cadnet"]["test_acc"]["mean"] != old_metrics["cora"]["cadnet"]["test_acc"]["mean"]:
-        assert "cora.cadnet.test_acc.mean" in changed, diff
 
-    shown = project.dvc("exp", "show", "--json").stdout
-    assert "cora" in shown and "0.9" in shown
-
-    # the README's readable view: only what differs between the rows, not every parameter
-    readable = project.dvc("exp", "show", "--only-changed", "--md").stdout
-    header = next(line for line in readable.splitlines() if line.startswith("|"))
-    columns = [c.strip() for c in header.strip("|").split("|")]
-    assert "beta" in columns and any(c.endswith("cadnet.test_acc.mean") for c in columns), columns
-    assert not any(c.startswith("hparams.") for c in columns) and len(columns) < 30, columns
-
+    # what moved: the README's `dvc metrics diff` lists the metrics that changed
+    diff = json.loads(project.dvc("metrics", "diff", "--json").stdout).get("reports/metrics.json", {})
+    assert any(key.startswith("pubmed.") for key in diff), diff
+    shown = project.run(*readme_command("dvc metrics diff")).stdout
+    assert all(key in shown for key in diff), shown
     # the data plots: `dvc plots diff` overlays the committed run and the experiment
     plots = json.loads(project.dvc("plots", "diff", "HEAD", "--json").stdout)["data"]
-    accuracy = plots["reports/plots/accuracy/cora_cadnet.csv"][0]
-    assert set(accuracy["revisions"]) == {"HEAD", "workspace"}, accuracy["revisions"]
+    assert set(plots["reports/plots/accuracy/cora_cadnet.csv"][0]["revisions"]) == {"HEAD", "workspace"}
     assert "reports/plots/loss/cora_rw.csv" in plots
+
+    proc = project.run(*readme_command("dvc exp run -S direction=pull"))
+    assert set(cells_trained(proc)) == {"cora/cadnet", "cora/rw", "cora/gat_rw", "pubmed/cadnet", "pubmed/rw"}, \
+        proc.stderr[-3000:]
+    proc = project.run(*readme_command("dvc exp run -S method_hparams.gat_rw.attention_slope=0.1"))
+    assert cells_trained(proc) == {"cora/gat_rw": RUNS}, proc.stderr[-3000:]
+    proc = project.run(*readme_command("dvc exp run -S variants.runs.pubmed.rw=100"))
+    assert cells_trained(proc) == {"pubmed/rw": 100 - RUNS}, proc.stderr[-3000:]  # its seeds are reused
+    # one cell's seed count reruns that cell's stages and the aggregates, not every cell's
+    assert stages_run(proc) == {"check", "train_variant@pubmed-rw", "evaluate_variant@pubmed-rw", "stats", "plot",
+                                "curves"}, proc.stdout[-3000:]
+    assert project.metrics()["pubmed"]["rw"]["runs"] == 100
+    proc = project.run(*readme_command("dvc exp run -S 'variants.methods=[]'"))
+    assert cells_trained(proc) == {} and not any("variant" in stage for stage in stages_run(proc)), proc.stdout[-3000:]
+    assert list(project.metrics()["cora"]) == ["cadnet", "gcn"]
+
+    # back to the paper's settings: every seed comes back from the stash, none retrains
+    project.run(*readme_command("git checkout params.yaml reports/"))
+    proc = project.run(*readme_command("dvc repro"))
+    assert cells_trained(proc) == {}, proc.stderr[-3000:]
+    assert {p: p.read_bytes() for p in (project.root / "reports/eval").rglob("*.csv")} == committed
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
+def test_the_readmes_shares_of_one_cell_write_what_one_run_writes(project):
+    """`--shard 1/2` and `2/2` on two processes: together the seeds one run trains, and
+    `dvc repro` then trains none of them."""
+    table = project.root / "reports/eval/pubmed/rw.csv"
+    committed = pd.read_csv(table)
+    for seed in (project.root / "data/runs/pubmed/rw").glob("seed_*.pt"):
+        seed.unlink()
+    logs = [project.run(*readme_command(f"python -m pipeline.train pubmed rw --shard {k}/2")).stderr for k in (1, 2)]
+    assert all("1 to train" in log for log in logs), logs
+    proc = project.run(*readme_command("dvc repro"))
+    assert cells_trained(proc) == {}, proc.stderr[-3000:]
+    assert pd.read_csv(table)[["seed", "test_acc", "selected_epoch"]].equals(committed[["seed", "test_acc", "selected_epoch"]])
+
+
+def test_the_readmes_mirror_and_plan_commands(project, tmp_path):
+    """`export CADNET_MIRROR=...` then `dvc repro`, as the README writes them (its ~/datasets/cadnet
+    is the test's mirror here), fetch a deleted raw file from the mirror; the plan prints."""
+    home = tmp_path / "home"
+    (home / "datasets").mkdir(parents=True)
+    (home / "datasets/cadnet").symlink_to(project.env["CADNET_MIRROR"])
+    shutil.rmtree(project.root / "data/raw/cora")
+    script = "\n".join(c for c in README_COMMANDS if c.startswith("export CADNET_MIRROR")) + "\n" + "dvc repro\n"
+    env = {k: v for k, v in project.env.items() if k != "CADNET_MIRROR"}
+    proc = subprocess.run(["bash", "-e", "-c", script], cwd=project.root, env=dict(env, HOME=str(home)),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Running stage 'download@cora'" in proc.stdout and "copied from" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    assert cells_trained(proc) == {}
+    plan = project.run(*readme_command("python -m pipeline.check")).stdout
+    assert "dvc repro will train" in plan and "cora/cadnet" in plan, plan
+
+
+def test_the_readmes_figure_commands_redraw_and_show_the_figures_offline(project):
+    figures = sorted((project.root / "reports/figures").glob("*.png"))
+    drawn = {p: p.stat().st_mtime_ns for p in figures}
+    proc = project.run(*readme_command("dvc repro -f -s plot"))
+    assert stages_run(proc) == {"plot"}, proc.stdout[-2000:]
+    assert all(p.stat().st_mtime_ns != drawn[p] for p in figures)
+    project.run(*readme_command("dvc plots show reports/figures"))
+    page = (project.root / "dvc_plots/index.html").read_text()
+    assert "<img" in page and "<script" not in page and "https://" not in page, page[:2000]  # nothing to fetch
+    assert all(p.name in page for p in figures), page[:2000]
 
 
 def test_interrupted_train_retrains_only_missing_seed(project):
@@ -445,12 +491,37 @@ def test_resumed_seed_matches_uninterrupted_run(project):
 
 
 
-def readme_command(start: str) -> list[str]:
-    """The one command of the README (in backticks) that starts with ``start``, as argv."""
-    readme = (PROJECT_ROOT / "README.md").read_text().replace("\\|", "|")  # a pipe escaped in a table cell
-    found = sorted(set(re.findall(r"`(" + re.escape(start) + r"[^`]*)`", readme)))
-    assert len(found) == 1, found
-    return shlex.split(found[0])
+# Every command the README gives to run (tests/test_readme.py holds this list equal to the
+# README's). The first two are .ci/run's (tests/test_readme.py holds them to it); the tests of
+# this file run every other one, verbatim, through readme_command.
+README_COMMANDS = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && dvc repro",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && pytest",
+    "dvc repro",
+    'export CADNET_MIRROR="$(realpath ~/datasets/cadnet)"',
+    "python -m pipeline.check",
+    "dvc exp run --temp -S runs=10 -S 'datasets=[citeseer,cora]' -S 'variants.datasets=[]' -S 'baselines.datasets=[]'",
+    r"dvc exp show --md --drop '.*' --keep 'Experiment|^runs$|.*\.cadnet\.test_acc\.mean'",
+    "python -m pipeline.train pubmed rw --shard 1/2",
+    "python -m pipeline.train pubmed rw --shard 2/2",
+    "dvc repro -f -s plot",
+    "dvc plots show reports/figures",
+    "dvc exp run -S beta=0.9",
+    "dvc exp run -S hparams.cora.beta=0.9",
+    "dvc exp run -S direction=pull",
+    "dvc exp run -S method_hparams.gat_rw.attention_slope=0.1",
+    "dvc exp run -S variants.runs.pubmed.rw=100",
+    "dvc exp run -S 'variants.methods=[]'",
+    "dvc metrics diff",
+    "git checkout params.yaml reports/",
+    "git checkout params.yaml",
+)
+
+
+def readme_command(command: str) -> list[str]:
+    """``command`` as argv, once it is known to stand in the README as written here."""
+    assert command in README_COMMANDS and command in readme_commands(), command
+    return shlex.split(command)  # `dvc` and `python`: the test's environment's, first on its PATH
 
 
 def test_the_readmes_quick_look_runs_and_leaves_the_committed_results_alone(project):
@@ -460,11 +531,11 @@ def test_the_readmes_quick_look_runs_and_leaves_the_committed_results_alone(proj
     tracked = {path: path.read_bytes() for path in [project.root / "params.yaml", *(project.root / "reports").rglob("*")]
                if path.is_file()}
     seeds = {path: path.stat().st_mtime_ns for path in (project.root / "data/runs").rglob("seed_*.pt")}
-    proc = project.run(*readme_command("dvc exp run --temp"), timeout=600)
+    proc = project.run(*readme_command(README_COMMANDS[5]), timeout=600)
     assert "Ran experiment(s)" in proc.stdout + proc.stderr
     assert {path: path.read_bytes() for path in tracked} == tracked
     assert {path: path.stat().st_mtime_ns for path in (project.root / "data/runs").rglob("seed_*.pt")} == seeds
-    shown = project.run(*readme_command("dvc exp show --md")).stdout
+    shown = project.run(*readme_command(README_COMMANDS[6])).stdout
     header = next(line for line in shown.splitlines() if line.startswith("|"))
     assert "cora.cadnet.test_acc.mean" in header and "citeseer.cadnet.test_acc.mean" in header and "runs" in header
     assert "rw.test_acc" not in header  # only the columns kept

@@ -93,6 +93,38 @@ def test_the_data_of_a_cell_no_longer_selected_goes(evaluated):
     assert sorted(p.name for p in folder.iterdir()) == ["cora_cadnet.csv"]
 
 
+def test_a_full_disk_leaves_every_figure_and_data_file_as_it_was(evaluated, monkeypatch):
+    """A write that fails half-way (here: the disk fills after some bytes) keeps the figure of
+    the run before, whole, and leaves no temporary file beside it."""
+    import errno
+
+    plot.main([])
+    figures, data = evaluated / "reports/figures", evaluated / "reports/plots/accuracy"
+    before = {p: p.read_bytes() for p in [*figures.iterdir(), *data.iterdir()]}
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def half_then_full(fig, where, **kw):
+        real_savefig(fig, where, **kw)
+        Path(where).write_bytes(Path(where).read_bytes()[:100])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_then_full)
+    with pytest.raises(OSError) as info:
+        plot.main([])
+    assert info.value.filename == "reports/figures/cora_accuracy.png"
+    assert {p: p.read_bytes() for p in [*figures.iterdir(), *data.iterdir()]} == before
+    monkeypatch.undo()
+
+    def unreadable(dataset, method):
+        raise DataError(f"{dataset}/{method}: damaged")
+
+    update_params(evaluated, methods=["cadnet", "cadnet_pull"])
+    with pytest.raises(DataError):  # the data of no cell is written, and none removed, before all were read
+        plot.write_cell_data("accuracy", [("cora", "cadnet"), ("cora", "cadnet_pull")],
+                             lambda d, m: plot.accuracy_per_seed(d, m) if m == "cadnet" else unreadable(d, m))
+    assert {p: p.read_bytes() for p in [*figures.iterdir(), *data.iterdir()]} == before
+
+
 def test_second_method_on_accuracy_figure(evaluated):
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
     write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))

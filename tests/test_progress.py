@@ -40,7 +40,7 @@ def test_off_a_terminal_a_short_inner_loop_is_silent_and_outer_ones_plain(monkey
 
 
 def test_a_long_inner_loop_says_where_it_is_once_per_heartbeat():
-    """One chunk of 20 seeds ran 84 min with no line in the log: now one line per interval."""
+    """A chunk of seeds can run for an hour inside one loop: it still says where it is, once per interval."""
     now = [0.0]
     out = io.StringIO()
     beat = progress.Heartbeat(1000, "  seeds 0-19", "epoch", seconds=60, file=out, clock=lambda: now[0])

@@ -26,9 +26,20 @@ def evaluated(evaluated: Path) -> Path:
 
 
 def run_stats(root: Path) -> tuple[dict, str]:
+    """Each cell's whole summary (reports/cells.json) and results.md."""
     stats.main([])
-    metrics = json.loads((root / "reports/metrics.json").read_text())
-    return metrics, (root / "reports/results.md").read_text()
+    cells = json.loads((root / "reports/cells.json").read_text())
+    return cells, (root / "reports/results.md").read_text()
+
+
+def test_the_metrics_are_each_cells_headline_and_the_rest_stays_in_the_reports(evaluated):
+    """`dvc exp show` and `dvc metrics diff` show what matters per cell (seeds, mean, std),
+    three columns a cell, not ten: the CI and the paper's numbers are in cells.json."""
+    cells, _ = run_stats(evaluated)
+    metrics = json.loads((evaluated / "reports/metrics.json").read_text())
+    assert metrics == {"cora": {"cadnet": {"runs": 3, "test_acc": {"mean": cells["cora"]["cadnet"]["test_acc"]["mean"],
+                                                                   "std": cells["cora"]["cadnet"]["test_acc"]["std"]}}}}
+    assert {"ci95_low", "ci95_high"} <= set(cells["cora"]["cadnet"]["test_acc"]) and "paper" in cells["cora"]["cadnet"]
 
 
 def test_metrics_json(evaluated):
@@ -210,19 +221,22 @@ def test_table2_significance_and_claims_from_the_baselines_that_ran(evaluated):
             f"by seed against APPNP, p < 0.05: p = {expected_p:.2e} |") in results
     # the claims come first, then the paper's tables in its order, then every cell
     headings = [line for line in results.splitlines() if line.startswith("## ")]
-    assert headings[0] == "## The paper's claims, checked" and headings[-1] == "## Every cell", headings
+    assert headings[:2] == ["## At a glance", "## The paper's claims, checked"], headings
+    assert headings[-1] == "## Every cell", headings
+    # CAD-Net's row beside the paper's, and each claim's verdict, one row per dataset
+    assert "| Cora | 83.60 ± 2.10 (3 seeds) | 84.3 ± 0.5 | holds | does not hold | holds |" in results
 
 
 def test_a_claim_names_the_baseline_that_is_significantly_ahead_of_cadnet():
     metrics = {"computers": {"cadnet": {"test_acc": {"mean": 81.0}}, "gat": {"test_acc": {"mean": 82.5}}}}
     compared = [{"dataset": "computers", "runner_up": "gat", "p_value": 0.001}]
-    best, significant = stats.claims_markdown(compared, metrics)[-2:]
+    best, significant = stats.claims_markdown(stats.accuracy_claims(compared, metrics))[-2:]
     assert best == ("| CAD-Net is the best method (Table 2) | computers | does not hold | CAD-Net 81.00, GAT 82.50, "
                     "the best of the 1 baseline run here |")
     assert significant.endswith("| does not hold | paired t-test by seed against GAT, p < 0.05: p = 1.00e-03; "
                                 "GAT is significantly better |")
     compared[0]["p_value"] = 0.2  # behind, but not significantly
-    assert stats.claims_markdown(compared, metrics)[-1].endswith("p = 2.00e-01 |")
+    assert stats.claims_markdown(stats.accuracy_claims(compared, metrics))[-1].endswith("p = 2.00e-01 |")
 
 
 def test_a_paper_cell_marked_oom_is_shown_as_such(evaluated):
@@ -260,14 +274,14 @@ def test_the_time_claim_compares_cadnet_and_appnp_only_on_the_same_device_engine
         return pd.DataFrame({"seed": [0, 1], "ms_per_seed_epoch": ms, "engine": [engine] * 2, "device": [device] * 2})
 
     paper = stats.load_paper()
-    lines = stats.time_claim_lines({("cora", "cadnet"): table([10.0, 14.0], "cpu"),
+    lines = [stats.claim_row(*c) for c in stats.time_claims({("cora", "cadnet"): table([10.0, 14.0], "cpu"),
                                     ("cora", "appnp"): table([20.0, 20.0], "cpu"),
                                     ("photo", "cadnet"): table([40.0, 40.0], "cpu"),
                                     ("photo", "appnp"): table([20.0, 20.0], "cpu"),
                                     ("pubmed", "cadnet"): table([10.0, 10.0], "cpu"),
                                     ("pubmed", "appnp"): table([2.0, 2.0], "cuda (NVIDIA H200)"),
                                     ("physics", "cadnet"): table([10.0, 10.0], "cpu", "batched (chunk of 100)"),
-                                    ("physics", "appnp"): table([5.0, 5.0], "cpu", "batched (chunk of 25)")}, paper)
+                                    ("physics", "appnp"): table([5.0, 5.0], "cpu", "batched (chunk of 25)")}, paper)]
     claim = "| CAD-Net is on par with APPNP in time per epoch (Table B.8) |"
     assert lines[0] == (f"{claim} cora | holds | CAD-Net / APPNP = 0.60 on cpu, batched (chunk of 2) (paper 1.11); "
                         "on par: at most 1.6x |")
@@ -294,7 +308,7 @@ def test_a_baseline_still_improving_at_its_last_epoch_is_flagged_in_table2_and_t
     assert "(4 seeds) † /" not in table2.split("| APPNP |")[1].split("\n")[0]
     assert "† still improving when its epochs ran out" in table2 and "photo/gcn (100% of its seeds)" in table2
     compared = stats.comparisons(tables, metrics, params)
-    claims = "\n".join(stats.claims_markdown(compared, metrics))
+    claims = "\n".join(stats.claims_markdown(stats.accuracy_claims(compared, metrics)))
     assert "not final: GCN still improving at the last epoch (†)" in claims
 
 
@@ -326,5 +340,5 @@ def test_the_claims_name_a_still_improving_baseline_only_where_it_is_the_rival(g
               ("photo", "appnp"): cell(0.85, [150, 120, 180, 190], [170, 140, 200, 200])}
     metrics = stats.collect(tables, paper)
     compared = stats.comparisons(tables, metrics, {"datasets": ["photo"]})
-    claims = "\n".join(stats.claims_markdown(compared, metrics))
+    claims = "\n".join(stats.claims_markdown(stats.accuracy_claims(compared, metrics)))
     assert ("not final: GCN still improving" in claims) == caveat, claims
