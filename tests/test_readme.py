@@ -57,8 +57,9 @@ def _prose_lines(text: str) -> list[str]:
     return lines
 
 
-def test_the_readmes_prose_is_wrapped():
-    long = [line for line in _prose_lines(README) if len(line) > 100]
+def test_the_readmes_prose_and_the_notes_are_wrapped():
+    notes = (PROJECT_ROOT / "docs/notes.md").read_text()
+    long = [line for line in _prose_lines(README) + _prose_lines(notes) if len(line) > 100]
     assert not long, long
 
 
