@@ -9,18 +9,11 @@ that no stage lists, or ``true`` turned into ``1`` (DVC compares param values wi
 Its output holds the same line whatever the values, so it never makes a later stage rerun:
 each of those reruns for the params it lists itself.
 
-It also writes each cell's number of seeds to ``data/seed_counts/<dataset>/<method>.txt``,
-the file that cell's train and evaluate stages depend on instead of the ``runs`` keys. DVC
-can only track a params subtree whole, and a cell's count is resolved from four of them
-(``runs``, ``runs_by_dataset``, ``variants.runs``, ``baselines.runs``), so as params deps
-``-S baselines.runs.photo.gat=25`` would rerun every cell's stages; as a file, only the
-cells whose count moved. A cell whose seeds depend on the chunk they train in (a baseline's,
-whose seeds share their chunk's dropout stream) has a line with the settings that size its
-chunk (``seed_chunk``, ``memory_budget_gb``), which no stage lists as params: a new chunk size
-retrains exactly those cells. A cell whose registry entry reads another method's settings
-(``hparams_of``: ``mixhop_l2`` reads ``method_hparams.mixhop``) has a second line, a fingerprint
-of its resolved settings: its stages list only its own block as params, so this line is what
-reruns them when the block they read changes.
+It also writes each cell's spec (:mod:`pipeline.spec`) to ``data/specs/<dataset>/<method>.json``:
+its resolved settings, seeds, data and code versions. That file is the one thing of params.yaml
+and of the code that the cell's train and evaluate stages depend on, so a value reruns exactly
+the cells whose spec it changes: ``-S hparams.cora.beta=0.9`` Cora's CAD-Net family,
+``-S baselines.runs.photo.gat=25`` Photo's GAT, a docstring or a moved function none.
 """
 from __future__ import annotations
 
@@ -29,9 +22,11 @@ import sys
 from pathlib import Path
 
 from pipeline import config, plan
+from pipeline.files import write_text_atomic
 from pipeline.methods import REGISTRY
-from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, seed_count_file
+from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE
 from pipeline.progress import duration
+from pipeline.spec import cell_spec, spec_file, spec_text
 
 
 def resolve_device_name(name: str) -> str:
@@ -100,20 +95,13 @@ def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None
                                      f"{dataset}/{method} (at least {one_seed / 2**30:.3g} GB); raise it")
 
 
-def cell_file_text(params: dict, dataset: str, method: str) -> str:
-    """What one cell's train and evaluate stages depend on besides their params keys: its
-    number of seeds; where its seeds depend on the chunk they train in (a baseline's, which
-    share their chunk's dropout stream), the settings that size the chunk; and where its entry
-    reads another's block, a fingerprint of the settings read."""
-    text = f"runs: {config.runs_for(params, dataset, method)}\n"
-    entry = REGISTRY[method]
-    hp = config.hparams_for(params, dataset, method)
-    if entry.batched and not entry.chunk_independent and params.get("engine", "batched") == "batched":
-        cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))
-        text += f"seeds per chunk: at most {cap}, within memory_budget_gb {params.get('memory_budget_gb', 6)}\n"
-    if entry.hparams_of:  # its stage's params deps list its own block; this line stands for the one it reads
-        text += f"settings read from method_hparams.{entry.hparams_of}: {config.fingerprint(hp)}\n"
-    return text
+def write_specs(params: dict) -> None:
+    """Each selected cell's spec, rewritten only where it changed."""
+    for dataset, method in config.cells(params):
+        path = spec_file(dataset, method)
+        text = spec_text(cell_spec(params, dataset, method))
+        if not path.exists() or path.read_text() != text:
+            write_text_atomic(path, text)
 
 
 def main(argv: list[str]) -> None:
@@ -123,10 +111,7 @@ def main(argv: list[str]) -> None:
     check_memory_budget(params)
     device = resolve_device_name(params.get("device", "auto"))
     print("\n".join(plan_lines(params, device)), file=sys.stderr)
-    for dataset, method in config.cells(params):
-        counts = seed_count_file(dataset, method)
-        counts.parent.mkdir(parents=True, exist_ok=True)
-        counts.write_text(cell_file_text(params, dataset, method))
+    write_specs(params)
     CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)
     CHECKED_FILE.write_text(f"{PARAMS_FILE}: valid\n")
 

@@ -1,15 +1,15 @@
 """Curves stage: ``python -m pipeline.curves``.
 
-The figures drawn from the per-epoch histories that the evaluate stage keeps in
-``data/eval/`` (too large for git, so redrawing them needs the seed files), in
-``reports/curves/`` (declared as DVC plots):
+The figures drawn from the per-epoch summaries that the train stage commits beside each
+cell's per-seed table (``reports/eval/<dataset>/<method>_epochs.csv``), so they redraw on any
+clone, in ``reports/curves/`` (declared as DVC plots):
 - ``<dataset>_loss.png``: training and validation loss over epochs of the selected main
   method (CAD-Net), mean over seeds with the 10-90% band, for each selected dataset;
 - ``citeseer_val_loss_cadnet_vs_rw.png``: validation loss of CAD-Net and RW on CiteSeer over
   epochs (the paper's Fig. B.1), where the variants study ran RW on CiteSeer;
 and, for `dvc plots diff` between experiments, ``reports/plots/loss/<dataset>_<method>.csv``:
-mean training and validation loss per epoch of every trained cell. Everything drawn from
-``reports/eval/`` alone is the plot stage's (``pipeline/plot.py``).
+mean training and validation loss per epoch of every trained cell whose summary has them. The accuracy and gamma
+figures are the plot stage's (``pipeline/plot.py``).
 """
 from __future__ import annotations
 
@@ -21,34 +21,36 @@ import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
 from pipeline.methods import REGISTRY  # noqa: E402
-from pipeline.paths import CURVES_ROOT, HISTORY_ROOT, PLOT_DATA_ROOT  # noqa: E402
+from pipeline.paths import CURVES_ROOT, EVAL_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.plot import (DEFAULT_METHOD, LEGEND_BELOW, changed_settings, read_table,  # noqa: E402
                            save_figure, selected_main_method, titled, write_cell_data)
 from pipeline.stats import load_paper  # noqa: E402
 
 
-def history_of(dataset: str, method: str) -> pd.DataFrame:
-    """Per-seed, per-epoch losses of a trained cell, as ``evaluate`` wrote them."""
-    return read_table(HISTORY_ROOT / dataset / f"{method}_history.csv")
+def epochs_of(dataset: str, method: str) -> pd.DataFrame:
+    """A trained cell's per-epoch summary over its seeds, as the train stage wrote it."""
+    return read_table(EVAL_ROOT / dataset / f"{method}_epochs.csv")
 
 
-def _mean_and_band(ax, history: pd.DataFrame, column: str, label: str, band_label: str | None = None,
+def _mean_and_band(ax, epochs: pd.DataFrame, loss: str, label: str, band_label: str | None = None,
                    color: str | None = None) -> None:
     """One curve per epoch: the mean over the seeds still running (a seed that stopped early
-    leaves it) and the band of their 10th to 90th percentiles."""
-    by_epoch = history.groupby("epoch")[column]
-    mean = by_epoch.mean()
-    line = ax.plot(mean.index, mean, color=color, label=label)
-    ax.fill_between(mean.index, by_epoch.quantile(0.1), by_epoch.quantile(0.9), color=line[0].get_color(),
-                    alpha=0.2, label=band_label)
+    leaves it) and the band of their 10th to 90th percentiles, where the summary has them."""
+    line = ax.plot(epochs["epoch"], epochs[f"{loss}_mean"], color=color, label=label)
+    if epochs[f"{loss}_p10"].notna().all():
+        ax.fill_between(epochs["epoch"], epochs[f"{loss}_p10"], epochs[f"{loss}_p90"], color=line[0].get_color(),
+                        alpha=0.2, label=band_label)
 
 
 def loss_figure(dataset: str, method: str, changed: list[str]):
-    history = history_of(dataset, method)
+    epochs = epochs_of(dataset, method)
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    for column, color in (("train_loss", "tab:blue"), ("val_loss", "tab:orange")):
-        _mean_and_band(ax, history, column, f"{column}, mean over the seeds still running",
-                       f"{column}, 10-90% of those seeds", color)
+    for loss, color in (("train_loss", "tab:blue"), ("val_loss", "tab:orange")):
+        _mean_and_band(ax, epochs, loss, f"{loss}, mean over the seeds still running",
+                       f"{loss}, 10-90% of those seeds", color)
+    if epochs.empty:
+        ax.text(0.5, 0.5, "no per-epoch losses recorded with these seeds:\nretrain the cell to draw them",
+                ha="center", va="center", transform=ax.transAxes)
     ax.set(xlabel="epoch", ylabel="NLL loss (eval mode)",
            title=titled(f"{config.DATASET_NAMES[dataset]}, {REGISTRY[method].label}: loss over epochs "
                         "(a seed that stopped early leaves the mean)", changed))
@@ -61,17 +63,17 @@ def validation_loss_figure(dataset: str, methods: list[str]):
     early leaves the mean from then on), with its 10-90% band."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for method in methods:
-        history = history_of(dataset, method)
         label = "CAD-Net" if method == DEFAULT_METHOD else REGISTRY[method].label
-        _mean_and_band(ax, history, "val_loss", f"{label} (mean over seeds)")
+        _mean_and_band(ax, epochs_of(dataset, method), "val_loss", f"{label} (mean over seeds)")
     ax.set(xlabel="epoch", ylabel="validation NLL (eval mode)", title=f"{config.DATASET_NAMES[dataset]}: validation loss (paper Fig. B.1)")
     ax.legend(fontsize=8)
     return fig
 
 
 def mean_losses(dataset: str, method: str) -> pd.DataFrame:
-    history = history_of(dataset, method)
-    return history.groupby("epoch")[["train_loss", "val_loss"]].mean().round(6).reset_index()
+    epochs = epochs_of(dataset, method)
+    table = epochs[["epoch", "train_loss_mean", "val_loss_mean"]].rename(columns=lambda c: c.removesuffix("_mean"))
+    return table.round(6)
 
 
 def main(argv: list[str]) -> None:
@@ -86,7 +88,8 @@ def main(argv: list[str]) -> None:
     if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
         saved.append(save_figure(CURVES_ROOT, "citeseer_val_loss_cadnet_vs_rw",
                                  validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"])))
-    write_cell_data("loss", config.trained_cells(params), mean_losses)
+    recorded = [(d, m) for d, m in config.trained_cells(params) if not epochs_of(d, m).empty]
+    write_cell_data("loss", recorded, mean_losses)
     print(f"wrote {len(saved)} figures to {CURVES_ROOT}/ and their data to {PLOT_DATA_ROOT}/loss/")
 
 

@@ -25,17 +25,18 @@ class Method:
     paper: tuple[str, str] = ("table2", "cadnet")  # its row in paper_results.yaml
     batched: bool = True  # False: its network is built for one seed and trained seed by seed
     label: str = ""  # how the paper's tables name it
-    # (The two fields below act through what a seed's fingerprint already holds, the engine
-    # string and the hyperparameters, so they stay out of the entry's repr, which it also holds.)
     # False: batched, a seed's dropout masks come from its chunk's stream (torch.func.vmap), so
     # the chunk size is part of what its result records
-    chunk_independent: bool = field(default=True, repr=False)
+    chunk_independent: bool = True
     # the keys of CAD-Net's table (params.yaml hparams.<dataset>) it reads; None: all of them.
     # The baselines read the protocol's only: their model settings are their own keys.
-    table_keys: tuple[str, ...] | None = field(default=None, repr=False)
+    table_keys: tuple[str, ...] | None = None
     # whose own keys it reads (params.yaml method_hparams.<hparams_of>); "": its own name's.
     # Keys of that entry which this one fixes are left to ``fixed``.
-    hparams_of: str = field(default="", repr=False)
+    hparams_of: str = ""
+    # The version of what its network computes (pipeline.spec): bump it when a change to its
+    # builder or the modules it uses moves its numbers; tests/test_golden.py holds it to that.
+    version: int = 1
 
 
 # The three parts of AdaCAD's operator (pipeline.model.AdaCAD) as CAD-Net has them.
@@ -94,7 +95,7 @@ def _baseline_as(base: Method, name: str, label: str, fixed: dict) -> Method:
     same network, loop and paper row, reading the rest from ``method_hparams.<base>``."""
     return Method(name, base.builder, {**base.fixed, **fixed}, own_keys=tuple(k for k in base.own_keys if k not in fixed),
                   paper=base.paper, batched=base.batched, label=label, chunk_independent=base.chunk_independent,
-                  table_keys=base.table_keys, hparams_of=base.name)
+                  table_keys=base.table_keys, hparams_of=base.name, version=base.version)
 
 
 REGISTRY.update({m.name: m for m in (

@@ -7,29 +7,25 @@ from pathlib import Path
 
 PARAMS_FILE = Path("params.yaml")
 CHECKED_FILE = Path("data/params_checked.txt")  # check: written once params.yaml passed every check
-SEED_COUNTS_ROOT = Path("data/seed_counts")  # check: data/seed_counts/<dataset>/<method>.txt, one cell's seeds
+SPECS_ROOT = Path("data/specs")  # check: data/specs/<dataset>/<method>.json, what one cell's numbers depend on
 RAW_ROOT = Path("data/raw")  # download: data/raw/<dataset>/<upstream file name>
 PROCESSED_ROOT = Path("data/processed")  # preprocess: data/processed/<dataset>/graph.pt
 FEATURES_AS_READ = "features_as_read.pt"  # preprocess: beside graph.pt, the features before normalisation
 DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json
-RUNS_ROOT = Path("data/runs")  # train: data/runs/<dataset>/<method>/seed_NNN.pt
+RUNS_ROOT = Path("data/runs")  # train: data/runs/<dataset>/<method>/seed_NNN.pt, a cache of finished seeds
 LOCKS_ROOT = Path("data/locks")  # train: data/locks/<dataset>-<method>.lock while a process trains that cell
 STASH_ROOT = Path("data/stash")  # train: seeds of other settings, data/stash/<dataset>/<method>/<fingerprint>/
-EVAL_ROOT = Path("reports/eval")  # evaluate: reports/eval/<dataset>/<method>{.csv,.json,_gamma.csv}
-HISTORY_ROOT = Path("data/eval")  # evaluate: data/eval/<dataset>/<method>_history.csv
+# train: reports/eval/<dataset>/<method>{.csv,_gamma.csv,_epochs.csv}; evaluate: <method>.json
+EVAL_ROOT = Path("reports/eval")
 METRICS_FILE = Path("reports/metrics.json")  # stats: each cell's headline, DVC's metrics
 CELLS_FILE = Path("reports/cells.json")  # stats: each cell's whole summary
 RESULTS_FILE = Path("reports/results.md")  # stats
 TIMING_FILE = Path("reports/timing.md")  # stats: wall times, kept out of the metrics
 RUNS_FILE = Path("reports/RUNS.md")  # provenance: where each committed result came from
 FIGURES_ROOT = Path("reports/figures")  # plot: PNG figures drawn from reports/eval/
-CURVES_ROOT = Path("reports/curves")  # curves: PNG figures drawn from the histories in data/eval/
+CURVES_ROOT = Path("reports/curves")  # curves: PNG figures drawn from the per-epoch summaries in reports/eval/
 PLOT_DATA_ROOT = Path("reports/plots")  # plot (accuracy/), curves (loss/): CSV data plots for `dvc plots show/diff`
 
 
 def seed_file(run_dir: Path, seed: int) -> Path:
     return run_dir / f"seed_{seed:03d}.pt"
-
-
-def seed_count_file(dataset: str, method: str) -> Path:
-    return SEED_COUNTS_ROOT / dataset / f"{method}.txt"

@@ -1,11 +1,12 @@
-"""A cell's per-seed table and its summary: what the evaluate stage writes in
-``reports/eval/<dataset>/`` (``<method>.csv``, one row per seed, and ``<method>.json``), and
-what stats and plot read back from git.
+"""A cell's tables and its summary, in ``reports/eval/<dataset>/``: what the train stage writes
+from the seeds (``<method>.csv``, one row per seed; ``<method>_gamma.csv``; ``<method>_epochs.csv``,
+one row per epoch), what the evaluate stage writes from the per-seed table (``<method>.json``),
+and what stats, plot and curves read back from git.
 
 Those files are committed and outlive the seed files they came from, so the readers verify
 them before use: the table must hold the seeds asked for, once each, with accuracies that are
 fractions and epochs that fit together, and the summary must be the one this table gives. A
-table or summary edited, truncated or mixed up after evaluate wrote it is one line naming the
+table or summary edited, truncated or mixed up after the pipeline wrote it is one line naming the
 file, never a number in the results.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pipeline.config import DataError
@@ -26,6 +28,13 @@ PER_SEED_COLUMNS = [
     "ms_per_seed_epoch", "gamma_mean", "engine", "device",
 ]
 NUMERIC_COLUMNS = ["seed", "test_acc", "val_acc", "best_val_loss", "selected_epoch", "epochs_run", "ms_per_seed_epoch"]
+# What each epoch's row says of the seeds that ran it (a seed that stopped early leaves the rows
+# after its last epoch): how many ran it, and the mean and 10th and 90th percentiles of each loss.
+EPOCH_COLUMNS = ["epoch", "seeds_running"] + [f"{part}_loss_{stat}" for part in ("train", "val")
+                                              for stat in ("mean", "p10", "p90")] + ["val_acc_mean"]
+GAMMA_BINS = 50
+# seeds saved before records named their device were all trained on this project's CPU machines
+DEVICE_BEFORE_RECORDED = "cpu"
 # The summary is rounded to 4 decimals of a percent from full-precision accuracies; the table
 # keeps 6 significant digits, so the two may differ in the 4th decimal and no more.
 SUMMARY_TOLERANCE = 1e-3
@@ -42,13 +51,51 @@ def summarize(table: pd.DataFrame) -> dict:
     }
 
 
+def per_seed_table(records: list[dict]) -> pd.DataFrame:
+    """One row per seed record of :func:`pipeline.train.train_chunk`."""
+    rows = [{**{k: r[k] for k in PER_SEED_COLUMNS if k in r}, "gamma_mean": float(np.asarray(r["gamma"]).mean()),
+             "device": r.get("device", DEVICE_BEFORE_RECORDED)} for r in records]
+    return pd.DataFrame(rows, columns=PER_SEED_COLUMNS)
+
+
+def gamma_histogram(records: list[dict]) -> pd.DataFrame:
+    """Counts of gamma over nodes, pooled over all seeds and for the first seed alone (paper Fig. B.3)."""
+    pooled = np.concatenate([np.asarray(r["gamma"]).ravel() for r in records])
+    low, high = float(pooled.min()), float(pooled.max())
+    if high - low < 1e-6:  # beta = 1 puts every gamma at 1
+        low, high = low - 0.005, high + 0.005
+    counts, edges = np.histogram(pooled, bins=GAMMA_BINS, range=(low, high))
+    first = min(records, key=lambda r: r["seed"])
+    counts_first, _ = np.histogram(np.asarray(first["gamma"]).ravel(), bins=edges)
+    return pd.DataFrame({"bin_left": edges[:-1], "bin_right": edges[1:], "count_all_seeds": counts,
+                         f"count_seed_{first['seed']}": counts_first})
+
+
+def epoch_summary(records: list[dict]) -> pd.DataFrame:
+    """Per epoch, over the seeds that ran it: their number and their losses' mean and 10-90%
+    spread (:data:`EPOCH_COLUMNS`), from each record's per-epoch history."""
+    history = pd.concat([pd.DataFrame(r["history"]).assign(epoch=range(1, len(r["history"]["val_loss"]) + 1))
+                         for r in records], ignore_index=True)
+    by_epoch = history.groupby("epoch")
+    table = pd.DataFrame({"seeds_running": by_epoch.size()})
+    for part in ("train", "val"):
+        column = by_epoch[f"{part}_loss"]
+        table[f"{part}_loss_mean"] = column.mean()
+        table[f"{part}_loss_p10"] = column.quantile(0.1)
+        table[f"{part}_loss_p90"] = column.quantile(0.9)
+    table["val_acc_mean"] = by_epoch["val_acc"].mean()
+    return table.reset_index()[EPOCH_COLUMNS]
+
+
 def per_seed_path(dataset: str, method: str, root: Path = EVAL_ROOT) -> Path:
     return root / dataset / f"{method}.csv"
 
 
-def read_per_seed(dataset: str, method: str, runs: int | None = None, root: Path = EVAL_ROOT) -> pd.DataFrame:
-    """One cell's per-seed table, verified (:func:`check_table`) and checked against its
-    summary (:func:`check_summary`); with ``runs``, it must hold seeds 0 .. runs-1 once each."""
+def read_per_seed(dataset: str, method: str, runs: int | None = None, root: Path = EVAL_ROOT,
+                  with_summary: bool = True) -> pd.DataFrame:
+    """One cell's per-seed table, verified (:func:`check_table`) and, ``with_summary``, checked
+    against its summary (:func:`check_summary`); with ``runs``, it must hold seeds 0 .. runs-1
+    once each."""
     path = per_seed_path(dataset, method, root)
     rerun = f"rerun `dvc repro` for {dataset}/{method}"
     if not path.exists():
@@ -58,10 +105,11 @@ def read_per_seed(dataset: str, method: str, runs: int | None = None, root: Path
         table = pd.read_csv(io.StringIO(text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: not a per-seed table ({type(err).__name__}); {rerun}") from None
-    if not text.endswith("\n"):  # evaluate ends every row with one
+    if not text.endswith("\n"):  # train ends every row with one
         raise DataError(f"{path}: cut short in its last row; {rerun}")
     check_table(path, table, runs, rerun)
-    check_summary(path.with_suffix(".json"), table, rerun)
+    if with_summary:
+        check_summary(path.with_suffix(".json"), table, rerun)
     return table
 
 

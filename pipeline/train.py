@@ -1,17 +1,22 @@
 """Train stage: ``python -m pipeline.train <dataset> [<method>]``, and the one training loop
 that every method of the registry (:mod:`pipeline.methods`) goes through.
 
-Trains seeds ``0 .. runs-1`` of one (dataset, method) pair and keeps one file per seed in
-``data/runs/<dataset>/<method>/seed_NNN.pt``. Each file records its seed, dataset, method and
-a fingerprint of what produced it (hyperparameters, graph, engine and the code its numbers
-depend on); the DVC stage declares the folder ``persist: true`` so an interrupted run keeps
-its finished seeds, and a rerun with the same fingerprint trains only the missing ones.
-Nothing trained is deleted: seed files of other settings (or beyond ``runs``) are moved to
-``data/stash/<dataset>/<method>/<fingerprint>/`` and moved back when those settings return,
-so a quick look with ``-S runs=10``, a bad value, or an experiment costs no finished seed.
-``--shard K/N`` trains share K of N of the seeds (whole blocks of a baseline's fixed chunks),
-so that N processes or machines can split a cell; the files they write are the full run's, and
-``dvc repro`` then adopts them (0 to train).
+Trains seeds ``0 .. runs-1`` of one (dataset, method) pair and writes what the later stages
+read, in ``reports/eval/<dataset>/`` (committed, so that every stage after this one reruns on any
+clone): ``<method>.csv`` (one row per seed), ``<method>_gamma.csv`` (histogram of the adaptive
+weights gamma over nodes at each seed's selected epoch) and ``<method>_epochs.csv`` (per epoch:
+how many seeds still run, and the mean and 10-90% spread of their losses).
+
+The seeds themselves are a cache, one file per seed in ``data/runs/<dataset>/<method>/
+seed_NNN.pt``, outside DVC. Each file records its seed, dataset, method and the identity of its
+cell's spec (:func:`pipeline.spec.seed_identity`: settings, data and code versions), so an
+interrupted run keeps its finished seeds and a rerun trains only the missing ones. Nothing
+trained is deleted: seed files of other settings (or beyond ``runs``) are moved to
+``data/stash/<dataset>/<method>/<identity>/`` and moved back when those settings return, so a
+quick look with ``-S runs=10``, a bad value, or an experiment costs no finished seed.
+``--shard K/N`` trains share K of N of the seeds (whole blocks of a baseline's fixed chunks) and
+writes only their seed files, so that N processes or machines can split a cell; ``dvc repro``
+then adopts them (0 to train) and writes the tables.
 
 The protocol follows the authors' code (docs/SPEC.md), for every method: Adam with amsgrad,
 weight decay on all parameters, a step learning-rate drop, one training step then one
@@ -22,11 +27,9 @@ nodes plus whatever terms the method's network returns (CAD-Net: its entropy reg
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import fcntl
 import functools
-import hashlib
 import importlib
 import math
 import os
@@ -46,16 +49,14 @@ from joblib import Parallel, delayed, effective_n_jobs
 from pipeline import config, plan, progress
 from pipeline.check import resolve_device_name
 from pipeline.batched import estimate_peak_bytes, masked_accuracy, masked_nll
-from pipeline.files import meant_name, save_torch, sha256_of
+from pipeline.files import meant_name, save_torch, write_csv_atomic, write_text_atomic
 from pipeline.methods import REGISTRY
-from pipeline.paths import FEATURES_AS_READ, LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
+from pipeline.paths import EVAL_ROOT, LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
+from pipeline.spec import current_spec, seed_identity
 from pipeline.splits import split_masks
+from pipeline.tables import epoch_summary, gamma_histogram, per_seed_table
 
-# The code a stored seed's numbers depend on (docstrings and comments aside: see
-# code_fingerprint): this module's loop, the splits, and the method's builder module with the
-# pipeline modules it imports. The stage's bookkeeping below the loop can change freely.
-LOOP_FUNCTIONS = ("build_net", "make_optimizer", "should_stop_early", "train_chunk")
 SEED_FILE = re.compile(r"seed_(\d+)\.pt")
 # Methods whose CPU seeds each run in a process of their own. PyG's GraphUNet squares its
 # pooled adjacency with torch's CSR x CSR product, and on CPU (torch 2.13, MKL) that product
@@ -216,63 +217,6 @@ def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "c
 
 
 # ---------------------------------------------------------------------------- bookkeeping
-
-
-def code_fingerprint(path: Path, functions: tuple[str, ...] | None = None) -> str:
-    """SHA-256 of a module's syntax tree (or of the named top-level functions only) without
-    docstrings: comments, docstrings and layout can change without making finished seeds stale.
-    The dump is the same on Python 3.11, 3.12 and 3.13 (a GPU machine may run another Python
-    than the one that trained the committed seeds): 3.12 added empty ``type_params`` fields to
-    every function and class, and 3.13 leaves empty fields out unless asked."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-        if getattr(node, "type_params", None) == []:
-            del node.type_params
-    if functions is not None:
-        tree.body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in functions]
-    as_in_3_11 = {"show_empty": True} if sys.version_info >= (3, 13) else {}
-    return hashlib.sha256(ast.dump(tree, **as_in_3_11).encode()).hexdigest()
-
-
-def builder_modules(method: str) -> list[Path]:
-    """The files of the method's builder module and of every ``pipeline`` module it imports
-    (transitively; imports inside functions included), config and paths aside."""
-    package = Path(__file__).parent
-    todo = [REGISTRY[method].builder.split(":")[0].rsplit(".", 1)[-1]]
-    seen: list[str] = []
-    while todo:
-        name = todo.pop()
-        if name in seen or name in ("config", "paths", "files", "progress", "plan"):
-            continue
-        seen.append(name)
-        for node in ast.walk(ast.parse((package / f"{name}.py").read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline"):
-                todo += [node.module.split(".")[1]] if "." in node.module else [a.name for a in node.names]
-    return [package / f"{name}.py" for name in sorted(seen)]
-
-
-def run_fingerprint(dataset: str, method: str, hp: dict, engine: str, features_rule=None) -> str:
-    """What a stored seed must match to be reused: hyperparameters, graph file, engine, the
-    method's registry entry and the code its numbers depend on; for a cell that renormalises
-    its features (``features_rule`` not None), also the features as read and that code."""
-    graph_file = PROCESSED_ROOT / dataset / "graph.pt"
-    if not graph_file.exists():
-        raise config.DataError(f"{graph_file}: not found; run `dvc repro preprocess@{dataset}` first")
-    package = Path(__file__).parent
-    code = [code_fingerprint(Path(__file__), LOOP_FUNCTIONS), code_fingerprint(package / "splits.py")]
-    code += [code_fingerprint(path) for path in builder_modules(method)]
-    # a cell's own seed_chunk says how its seeds are computed, not what they are: where the chunk
-    # changes a cell's numbers (a baseline's), its size is in ``engine`` already (main)
-    hp = {key: value for key, value in hp.items() if key != "seed_chunk"}
-    parts = [dataset, method, hp, engine, sha256_of(graph_file), repr(REGISTRY[method]), code]
-    if features_rule is not None:  # appended only here, so the other cells' fingerprints stay as they were
-        parts += [sha256_of(PROCESSED_ROOT / dataset / FEATURES_AS_READ),
-                  code_fingerprint(package / "preprocess.py", ("normalize_rows", "sparse_features"))]
-    return config.fingerprint(*parts)
 
 
 def features_rule(params: dict, dataset: str, hp: dict):
@@ -574,6 +518,7 @@ def main(argv: list[str]) -> None:
         engine = "single"
 
     # every check that can fail comes before any seed file is touched
+    spec = current_spec(params, dataset, method)
     rule = features_rule(params, dataset, hp)
     graph = load_cell_graph(dataset, rule)
     split_masks(graph, hp, 0)
@@ -581,8 +526,8 @@ def main(argv: list[str]) -> None:
     size = chunk_size(graph, hp, params, runs) if engine == "batched" else 1
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
-    blocks = engine == "batched" and not REGISTRY[method].chunk_independent
-    fingerprint = run_fingerprint(dataset, method, hp, f"batched, fixed chunks of {size}" if blocks else engine, rule)
+    blocks = "chunking" in spec
+    fingerprint = seed_identity(spec, size if blocks else None)
 
     if shard != (0, 1):
         where += f" (shard {shard[0]}/{shard[1]})"
@@ -622,6 +567,36 @@ def main(argv: list[str]) -> None:
                                 f"({str(err).splitlines()[0][:120]}); lower seed_chunk or memory_budget_gb") from None
         finally:
             bar.close()
+        if shard == (0, 1):  # a share writes seeds only; the whole run that adopts them writes the tables
+            write_tables(dataset, method, load_records(run_dir, dataset, method, runs, fingerprint))
+
+
+def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprint: str) -> list[dict]:
+    """Seeds ``0 .. runs-1`` of the cell from ``run_dir``, each the seed its file name says, of
+    this cell and identity: a missing, copied or mixed-in seed file is an error, never a row
+    counted twice or a number of other settings."""
+    records = []
+    for seed in range(runs):
+        path = seed_file(run_dir, seed)
+        record = read_seed(path)
+        if not holds_seed(record, seed, dataset, method, fingerprint):
+            raise TrainingError(f"{path}: missing or not seed {seed} of {dataset}/{method} under its spec; "
+                                f"run `dvc repro train@{dataset}-{method}` again")
+        records.append(record)
+    return records
+
+
+def write_tables(dataset: str, method: str, records: list[dict]) -> None:
+    """The cell's committed tables, each whole or not at all, the per-seed table last (its
+    rows are what stats reads; the others describe them)."""
+    out_dir = EVAL_ROOT / dataset
+    if not records:  # runs 0: the cell is in the DVC matrix but not run; its tables say so
+        write_text_atomic(out_dir / f"{method}_gamma.csv", "")
+        write_text_atomic(out_dir / f"{method}_epochs.csv", "")
+    else:
+        write_csv_atomic(out_dir / f"{method}_gamma.csv", gamma_histogram(records), index=False, float_format="%.6g")
+        write_csv_atomic(out_dir / f"{method}_epochs.csv", epoch_summary(records), index=False, float_format="%.6g")
+    write_csv_atomic(out_dir / f"{method}.csv", per_seed_table(records), index=False, float_format="%.6g")
 
 
 if __name__ == "__main__":

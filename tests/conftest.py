@@ -180,6 +180,14 @@ def write_fake_seeds(root: Path, dataset: str = "cora", method: str = "cadnet",
     return records
 
 
+def train_cell(argv: list[str]) -> None:
+    """The train stage as `dvc repro` runs it: the check stage's specs of params.yaml first."""
+    from pipeline import check, config, train
+
+    check.write_specs(config.load_params())
+    train.main(argv)
+
+
 def write_data_stats(root: Path, dataset: str = "cora", values: list[int] | None = None) -> None:
     """reports/data/<dataset>.json as the preprocess stage writes it (SPEC's numbers by default)."""
     spec = {"cora": [2708, 5278, 1433, 7], "citeseer": [3327, 4552, 3703, 6]}
@@ -209,8 +217,18 @@ def cora_workdir(workdir: Path) -> Path:
 
 @pytest.fixture
 def evaluated(cora_workdir: Path) -> Path:
-    """cora_workdir with cora/cadnet evaluated: what the stats, plot and curves stages read."""
-    from pipeline import evaluate
-
-    evaluate.main(["cora", "cadnet"])
+    """cora_workdir with cora/cadnet's tables written by train from its three fake seeds, and
+    evaluated: what the stats, plot and curves stages read."""
+    write_tables_of_fake_seeds(cora_workdir)
     return cora_workdir
+
+
+def write_tables_of_fake_seeds(root: Path, dataset: str = "cora", method: str = "cadnet",
+                               accs: tuple[float, ...] = FAKE_ACCS) -> None:
+    """The tables train writes from ``accs``'s fake seeds and the summary evaluate writes, each
+    by the stage's own code; the cell's spec as the check stage writes it."""
+    from pipeline import check, config, evaluate, train
+
+    check.write_specs(config.load_params())
+    train.write_tables(dataset, method, [fake_record(seed, acc) for seed, acc in enumerate(accs)])
+    evaluate.main([dataset, method])

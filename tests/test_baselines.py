@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.func import vmap
 
-from conftest import SHIPPED_PARAMS, update_params
+from conftest import SHIPPED_PARAMS, train_cell, update_params
 from pipeline import baselines, config, train
 from pipeline.files import save_torch
 from pipeline.methods import BASELINES, REGISTRY
@@ -120,13 +120,13 @@ def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
                   variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}})
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
-    train.main(["cora", "gcn"])
+    train_cell(["cora", "gcn"])
     run_dir = workdir / "data/runs/cora/gcn"
     first = torch.load(run_dir / "seed_003.pt", weights_only=False)
     assert first["engine"] == "batched (chunk of 2)"
     (run_dir / "seed_003.pt").unlink()
     mtime = (run_dir / "seed_002.pt").stat().st_mtime_ns
-    train.main(["cora", "gcn"])
+    train_cell(["cora", "gcn"])
     again = torch.load(run_dir / "seed_003.pt", weights_only=False)
     assert again["history"] == first["history"] and again["fingerprint"] == first["fingerprint"]
     assert (run_dir / "seed_002.pt").stat().st_mtime_ns == mtime  # trained again, not rewritten

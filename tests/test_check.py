@@ -1,12 +1,16 @@
 """pipeline/check.py: the stage that validates all of params.yaml before any other runs."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from conftest import NO_VARIANTS, read_params, update_params
 from pipeline import check, config
-from pipeline.paths import CHECKED_FILE, seed_count_file
+from pipeline.methods import REGISTRY
+from pipeline.paths import CHECKED_FILE
+from pipeline.spec import COMPONENTS, spec_file
 
 
 def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values(workdir, capsys):
@@ -20,37 +24,73 @@ def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values
     assert (workdir / CHECKED_FILE).read_text() == first  # downstream stages see no change
 
 
-def test_each_cell_gets_its_own_seed_count_file(workdir):
+def spec_of(workdir, dataset, method) -> dict:
+    return json.loads((workdir / spec_file(dataset, method)).read_text())
+
+
+def test_each_cell_gets_its_own_spec(workdir):
     """The files the train and evaluate stages depend on: one per cell, holding its resolved
-    count, so that a change to one cell's count changes that cell's file only."""
+    count and settings, so that a change to one cell's count changes that cell's file only."""
     update_params(workdir, datasets=["cora", "citeseer"], methods=["cadnet"], runs=7, runs_by_dataset={"citeseer": 3},
                   variants=NO_VARIANTS, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 0}}},
                   device="cpu")
     check.main([])
-    counts = {(d, m): (workdir / seed_count_file(d, m)).read_text()
-              for d, m in [("cora", "cadnet"), ("citeseer", "cadnet"), ("cora", "gcn"), ("cora", "gat")]}
-    chunk = "seeds per chunk: at most 25, within memory_budget_gb 6\n"  # a baseline's seeds depend on their chunk
-    assert counts == {("cora", "cadnet"): "runs: 7\n", ("citeseer", "cadnet"): "runs: 3\n",
-                      ("cora", "gcn"): "runs: 7\n" + chunk, ("cora", "gat"): "runs: 0\n" + chunk}
+    cells = [("cora", "cadnet"), ("citeseer", "cadnet"), ("cora", "gcn"), ("cora", "gat")]
+    specs = {cell: spec_of(workdir, *cell) for cell in cells}
+    assert {cell: spec["runs"] for cell, spec in specs.items()} == {
+        ("cora", "cadnet"): 7, ("citeseer", "cadnet"): 3, ("cora", "gcn"): 7, ("cora", "gat"): 0}
+    assert specs[("cora", "cadnet")]["settings"] == config.hparams_for(config.load_params(), "cora", "cadnet")
+    assert specs[("cora", "gcn")]["settings"]["hidden"] == 16 and "beta" not in specs[("cora", "gcn")]["settings"]
+    # a baseline's seeds depend on their chunk; CAD-Net's do not
+    assert specs[("cora", "gcn")]["chunking"] == {"seed_chunk": 25, "memory_budget_gb": 6}
+    assert "chunking" not in specs[("cora", "cadnet")]
+    assert specs[("cora", "cadnet")]["code"] == {**COMPONENTS, "network": REGISTRY["cadnet"].version}
+    texts = {cell: (workdir / spec_file(*cell)).read_text() for cell in cells}
     update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 5}}})
     check.main([])
-    assert (workdir / seed_count_file("cora", "gat")).read_text() == "runs: 5\n" + chunk
-    assert (workdir / seed_count_file("cora", "gcn")).read_text() == counts[("cora", "gcn")]
+    assert spec_of(workdir, "cora", "gat")["runs"] == 5
+    assert {cell: (workdir / spec_file(*cell)).read_text() for cell in cells if cell != ("cora", "gat")} == \
+        {cell: text for cell, text in texts.items() if cell != ("cora", "gat")}
 
 
-def test_a_cell_reading_anothers_settings_has_them_in_its_file(workdir):
-    """mixhop_l2's stages list only its own params block: its cell file changes when the block it
-    reads (method_hparams.mixhop) changes what it trains with, and only then; MixHop's file
-    holds its count alone."""
+def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir):
+    """The one judge: Cora's beta moves Cora's CAD-Net-family specs and no other; a baseline's own
+    key moves that baseline's; a global override every cell that reads it."""
+    update_params(workdir, datasets=["cora", "citeseer"], methods=["cadnet"], runs=3, device="cpu",
+                  variants={"datasets": ["cora", "citeseer"], "methods": ["rw"], "runs": {}},
+                  baselines={"datasets": ["cora", "citeseer"], "methods": ["gcn", "sgc"], "runs": {}})
+    check.main([])
+    cells = [(d, m) for d in ("cora", "citeseer") for m in ("cadnet", "rw", "gcn", "sgc")]
+
+    def texts():
+        return {cell: (workdir / spec_file(*cell)).read_text() for cell in cells}
+
+    def moved(before):
+        check.main([])
+        return sorted(cell for cell, text in texts().items() if text != before[cell])
+
+    params = read_params(workdir)
+    before = texts()
+    update_params(workdir, hparams={**params["hparams"], "cora": {**params["hparams"]["cora"], "beta": 0.9}})
+    assert moved(before) == [("cora", "cadnet"), ("cora", "rw")]
+    before = texts()
+    update_params(workdir, method_hparams={**params["method_hparams"], "sgc": {**params["method_hparams"]["sgc"], "K": 3}})
+    assert moved(before) == [("citeseer", "sgc"), ("cora", "sgc")]
+    before = texts()
+    update_params(workdir, lambda_ent=0.05)
+    assert moved(before) == [("citeseer", "cadnet"), ("citeseer", "rw"), ("cora", "cadnet"), ("cora", "rw")]
+
+
+def test_a_cell_reading_anothers_settings_has_them_in_its_spec(workdir):
+    """mixhop_l2 reads method_hparams.mixhop: its spec changes when that block changes what it
+    trains with, and only then (kernel_lasso it holds at 0)."""
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=7, baselines={"datasets": ["cora"],
                   "methods": ["mixhop"], "runs": {}}, variants={"datasets": ["cora"], "methods": ["mixhop_l2"], "runs": {}},
                   device="cpu")
     check.main([])
-    l2_only = workdir / seed_count_file("cora", "mixhop_l2")
+    l2_only = workdir / spec_file("cora", "mixhop_l2")
     first = l2_only.read_text()
-    chunk = "seeds per chunk: at most 25, within memory_budget_gb 6\n"
-    assert first.startswith("runs: 7\n" + chunk + "settings read from method_hparams.mixhop: ")
-    assert (workdir / seed_count_file("cora", "mixhop")).read_text() == "runs: 7\n" + chunk
+    assert spec_of(workdir, "cora", "mixhop_l2")["settings"]["kernel_lasso"] == 0.0
     params = read_params(workdir)
     update_params(workdir, method_hparams={**params["method_hparams"], "mixhop": {**params["method_hparams"]["mixhop"],
                                                                                   "kernel_lasso": 0.5}})
@@ -60,7 +100,7 @@ def test_a_cell_reading_anothers_settings_has_them_in_its_file(workdir):
     update_params(workdir, method_hparams={**params["method_hparams"], "mixhop": {**params["method_hparams"]["mixhop"],
                                                                                   "p_drop": 0.5}})
     check.main([])
-    assert l2_only.read_text() != first and l2_only.read_text().startswith("runs: 7\n")
+    assert spec_of(workdir, "cora", "mixhop_l2")["settings"]["p_drop"] == 0.5
 
 
 def test_a_bad_row_of_an_unselected_dataset_fails_without_writing(workdir):
@@ -110,12 +150,12 @@ def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(wor
 
 def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them(workdir):
     """A baseline's seeds share their chunk's dropout stream, so its chunk cap and memory budget
-    are in its cell file (DVC reruns its stages when they move); CAD-Net's seeds do not depend on
-    their chunk, and nor does a baseline trained seed by seed: their files stay as they were."""
+    are in its spec (DVC reruns its stages when they move); CAD-Net's seeds do not depend on their
+    chunk, and nor does a baseline trained seed by seed: their specs stay as they were."""
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS,
                   baselines={"datasets": ["cora"], "methods": ["sgc", "agnn"], "runs": {}}, device="cpu")
     check.main([])
-    files = {m: workdir / seed_count_file("cora", m) for m in ("cadnet", "sgc", "agnn")}
+    files = {m: workdir / spec_file("cora", m) for m in ("cadnet", "sgc", "agnn")}
     before = {m: f.read_text() for m, f in files.items()}
     for changes in ({"seed_chunk": 1}, {"memory_budget_gb": 2}):
         update_params(workdir, **changes)
@@ -127,7 +167,7 @@ def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them
     update_params(workdir, method_hparams={**params["method_hparams"], "sgc": {**params["method_hparams"]["sgc"],
                                                                               "cora": {"seed_chunk": 2}}})
     check.main([])
-    assert files["sgc"].read_text().startswith("runs: 4\nseeds per chunk: at most 2,")
+    assert spec_of(workdir, "cora", "sgc")["chunking"]["seed_chunk"] == 2
 
 
 def test_a_memory_budget_below_one_seed_of_a_cell_stops_at_the_check_stage(workdir):

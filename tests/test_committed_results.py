@@ -15,7 +15,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import PROJECT_ROOT, REAL_MIRROR, needs_real_mirror, shipped_params_text, update_params
+from conftest import PROJECT_ROOT, REAL_MIRROR, needs_real_mirror, shipped_params_text, train_cell, update_params
 from pipeline import evaluate, preprocess, train
 
 COMMITTED = PROJECT_ROOT / "reports" / "eval" / "cora"
@@ -49,7 +49,7 @@ def test_seeds_trained_again_are_the_committed_ones(real_cora, monkeypatch, meth
                                             "protocol": {}})
     else:
         update_params(real_cora, runs_by_dataset={"cora": runs})
-    train.main(["cora", method])
+    train_cell(["cora", method])
     evaluate.main(["cora", method])
     ours = pd.read_csv(real_cora / f"reports/eval/cora/{method}.csv")
     committed = pd.read_csv(COMMITTED / f"{method}.csv").head(runs)

@@ -1,12 +1,13 @@
 """Tests for the curves stage (pipeline/curves.py): the loss curves drawn from the per-epoch
-histories in data/eval/, whose plotted values are the per-epoch means over seeds."""
+summaries that train commits in reports/eval/, whose plotted values are the per-epoch means over
+the seeds still running."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from conftest import update_params, write_fake_seeds
-from pipeline import curves, evaluate
+from conftest import FAKE_ACCS, fake_record, update_params, write_tables_of_fake_seeds
+from pipeline import curves
 from pipeline.config import DataError
 from test_plot import assert_png
 
@@ -30,12 +31,11 @@ def test_one_loss_figure_per_dataset_with_the_mean_over_seeds(evaluated, monkeyp
     assert [p.name for p in (evaluated / "reports/curves").iterdir()] == ["cora_loss.png"]
     assert_png(evaluated / "reports/curves/cora_loss.png")
     assert "wrote 1 figures" in capsys.readouterr().out
-    history = pd.read_csv(evaluated / "data/eval/cora/cadnet_history.csv")
     for column in ("train_loss", "val_loss"):
-        expected = history.groupby("epoch")[column].mean().tolist()
-        assert drawn[f"{column}, mean over the seeds still running"] == pytest.approx(expected)
+        expected = mean_over_running_seeds(FAKE_ACCS, column)
+        assert drawn[f"{column}, mean over the seeds still running"] == pytest.approx(expected, abs=1e-5)
     data = pd.read_csv(evaluated / "reports/plots/loss/cora_cadnet.csv")
-    assert data["val_loss"].tolist() == pytest.approx(history.groupby("epoch")["val_loss"].mean().tolist(), abs=1e-6)
+    assert data["val_loss"].tolist() == pytest.approx(mean_over_running_seeds(FAKE_ACCS, "val_loss"), abs=1e-5)
 
 
 def test_figure_b1_where_the_variants_ran_rw_on_citeseer(evaluated, monkeypatch):
@@ -44,19 +44,47 @@ def test_figure_b1_where_the_variants_ran_rw_on_citeseer(evaluated, monkeypatch)
     update_params(evaluated, datasets=["cora", "citeseer"],
                   variants={"datasets": ["citeseer"], "methods": ["rw"], "runs": {}})
     for method, accs in (("cadnet", (0.73, 0.74, 0.75)), ("rw", (0.71, 0.72, 0.73))):
-        write_fake_seeds(evaluated, dataset="citeseer", method=method, accs=accs)
-        evaluate.main(["citeseer", method])
+        write_tables_of_fake_seeds(evaluated, dataset="citeseer", method=method, accs=accs)
     drawn = recorded_lines(monkeypatch)
     curves.main([])
     assert_png(evaluated / "reports/curves/citeseer_val_loss_cadnet_vs_rw.png")
     for method, label in (("rw", "RW (mean over seeds)"), ("cadnet", "CAD-Net (mean over seeds)")):
-        history = pd.read_csv(evaluated / f"data/eval/citeseer/{method}_history.csv")
-        assert drawn[label] == pytest.approx(history.groupby("epoch")["val_loss"].mean().tolist())
+        accs = (0.71, 0.72, 0.73) if method == "rw" else (0.73, 0.74, 0.75)
+        assert drawn[label] == pytest.approx(mean_over_running_seeds(accs, "val_loss"), abs=1e-5)
 
 
-def test_missing_history_names_the_file(evaluated):
-    (evaluated / "data/eval/cora/cadnet_history.csv").unlink()
+def mean_over_running_seeds(accs, column) -> list[float]:
+    """By hand from the fake seeds' histories: seed s runs 5 + s epochs, so epoch e's mean is
+    over the seeds that reached it."""
+    histories = [fake_record(seed, acc)["history"][column] for seed, acc in enumerate(accs)]
+    longest = max(map(len, histories))
+    return [sum(h[e] for h in histories if len(h) > e) / sum(len(h) > e for h in histories) for e in range(longest)]
+
+
+def test_a_summary_without_spread_draws_the_mean_alone_and_an_empty_one_says_so(evaluated, monkeypatch):
+    """Seeds whose per-epoch losses were recorded as means only draw no band; a cell whose
+    seeds recorded none draws a figure that says so, and no loss data."""
+    epochs = evaluated / "reports/eval/cora/cadnet_epochs.csv"
+    table = pd.read_csv(epochs)
+    spread = [c for c in table.columns if c.endswith(("_p10", "_p90"))]
+    table.assign(**{c: float("nan") for c in spread}).to_csv(epochs, index=False)
+    bands = []
+    monkeypatch.setattr(curves.plt.Axes, "fill_between", lambda ax, *a, **k: bands.append(a))
+    curves.main([])
+    assert bands == []
+    assert (evaluated / "reports/plots/loss/cora_cadnet.csv").exists()
+
+    epochs.write_text(",".join(table.columns) + "\n")
+    texts = []
+    monkeypatch.setattr(curves.plt.Axes, "text", lambda ax, x, y, text, **k: texts.append(text))
+    curves.main([])
+    assert any("no per-epoch losses recorded" in t for t in texts)
+    assert not (evaluated / "reports/plots/loss/cora_cadnet.csv").exists()
+
+
+def test_missing_summary_names_the_file(evaluated):
+    (evaluated / "reports/eval/cora/cadnet_epochs.csv").unlink()
     with pytest.raises(DataError) as info:
         curves.main([])
-    assert "data/eval/cora/cadnet_history.csv" in str(info.value)
+    assert "reports/eval/cora/cadnet_epochs.csv" in str(info.value)
     assert "\n" not in str(info.value)

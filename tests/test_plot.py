@@ -12,8 +12,8 @@ import matplotlib.pyplot
 import pandas as pd
 import pytest
 
-from conftest import FAKE_ACCS, update_params, write_fake_seeds
-from pipeline import evaluate, plot
+from conftest import FAKE_ACCS, update_params, write_tables_of_fake_seeds
+from pipeline import plot
 from pipeline.config import DataError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -41,11 +41,10 @@ def test_two_pngs_per_dataset(evaluated, capsys):
     assert accuracy["test_acc"].tolist() == pytest.approx([100 * a for a in FAKE_ACCS])
 
 
-def test_needs_neither_seeds_nor_histories(evaluated):
-    """What a clone holds (reports/eval/ in git, no data/runs/ or data/eval/) is enough: that is
-    what lets `dvc repro -s plot` redraw the figures from a checkout without the seed files."""
+def test_needs_no_seeds(evaluated):
+    """What a clone holds (reports/eval/ in git, no data/runs/) is enough: that is what lets
+    `dvc repro -s plot` redraw the figures from a checkout without the seed files."""
     shutil.rmtree(evaluated / "data/runs")
-    shutil.rmtree(evaluated / "data/eval")
     plot.main([])
     for name in FIGURES:
         assert_png(evaluated / "reports/figures" / f"cora_{name}.png")
@@ -62,8 +61,7 @@ def test_each_figure_is_closed_once_saved(evaluated, monkeypatch):
 
 def test_two_datasets_give_four_figures_and_stale_ones_are_ignored(evaluated):
     update_params(evaluated, datasets=["cora", "citeseer"])
-    write_fake_seeds(evaluated, dataset="citeseer", accs=(0.70, 0.71, 0.72))
-    evaluate.main(["citeseer", "cadnet"])
+    write_tables_of_fake_seeds(evaluated, dataset="citeseer", accs=(0.70, 0.71, 0.72))
     plot.main([])
     names = sorted(p.name for p in (evaluated / "reports/figures").iterdir())
     assert names == sorted(f"{d}_{n}.png" for d in ("cora", "citeseer") for n in FIGURES)
@@ -83,8 +81,7 @@ def test_the_data_of_a_cell_no_longer_selected_goes(evaluated):
     """`dvc plots diff` draws every CSV in reports/plots/accuracy/: a cell dropped from params
     must not linger there as if it still ran."""
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
-    write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
-    evaluate.main(["cora", "cadnet_pull"])
+    write_tables_of_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
     plot.main([])
     folder = evaluated / "reports/plots/accuracy"
     assert sorted(p.name for p in folder.iterdir()) == ["cora_cadnet.csv", "cora_cadnet_pull.csv"]
@@ -127,8 +124,7 @@ def test_a_full_disk_leaves_every_figure_and_data_file_as_it_was(evaluated, monk
 
 def test_second_method_on_accuracy_figure(evaluated):
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
-    write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
-    evaluate.main(["cora", "cadnet_pull"])
+    write_tables_of_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
     plot.main([])
     for name in FIGURES:
         assert_png(evaluated / "reports/figures" / f"cora_{name}.png")
@@ -137,8 +133,7 @@ def test_second_method_on_accuracy_figure(evaluated):
 def test_without_default_method_uses_the_selected_one(cora_workdir):
     """methods [cadnet_pull] alone: gamma and loss figures come from cadnet_pull's files."""
     update_params(cora_workdir, methods=["cadnet_pull"])
-    write_fake_seeds(cora_workdir, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
-    evaluate.main(["cora", "cadnet_pull"])
+    write_tables_of_fake_seeds(cora_workdir, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
     plot.main([])
     for name in FIGURES:
         assert_png(cora_workdir / "reports/figures" / f"cora_{name}.png")
@@ -157,8 +152,7 @@ def test_table3_figure_where_the_variants_ran(evaluated):
     update_params(evaluated, datasets=["cora", "citeseer"],
                   variants={"datasets": ["citeseer"], "methods": ["rw", "cad"], "runs": {}})
     for method, accs in (("cadnet", (0.73, 0.74, 0.75)), ("rw", (0.71, 0.72, 0.73)), ("cad", (0.72, 0.73, 0.74))):
-        write_fake_seeds(evaluated, dataset="citeseer", method=method, accs=accs)
-        evaluate.main(["citeseer", method])
+        write_tables_of_fake_seeds(evaluated, dataset="citeseer", method=method, accs=accs)
     plot.main([])
     figures = evaluated / "reports/figures"
     assert_png(figures / "citeseer_table3.png")
@@ -170,8 +164,7 @@ def test_table2_figure_where_the_baselines_ran_with_the_papers_points(evaluated,
     """Baselines gcn and cheb on cora: one Table 2 figure, each method's mean beside the paper's."""
     update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "cheb"], "runs": {}})
     for method, accs in (("gcn", (0.80, 0.81, 0.82)), ("cheb", (0.79, 0.80, 0.81))):
-        write_fake_seeds(evaluated, method=method, accs=accs)
-        evaluate.main(["cora", method])
+        write_tables_of_fake_seeds(evaluated, method=method, accs=accs)
     points = []
     real_errorbar = plot.plt.Axes.errorbar
 
@@ -190,8 +183,7 @@ def test_a_methods_tick_names_its_seed_count_and_the_papers_oom(evaluated):
     """A cell that ran other than the paper's 100 seeds says how many (none: not run), and one the
     paper could not run says what the paper reports instead of a number."""
     update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "cheb"], "runs": {}})
-    write_fake_seeds(evaluated, method="gcn", accs=(0.80, 0.81, 0.82))
-    evaluate.main(["cora", "gcn"])
+    write_tables_of_fake_seeds(evaluated, method="gcn", accs=(0.80, 0.81, 0.82))
     cheb = evaluated / "reports/eval/cora/cheb.csv"
     cheb.write_text((evaluated / "reports/eval/cora/gcn.csv").read_text().splitlines()[0] + "\n")  # 0 runs
     cheb.with_suffix(".json").write_text('{"runs": 0}')  # as evaluate summarises a cell set to 0 runs
@@ -209,8 +201,7 @@ def test_table2_figure_shows_a_variant_beside_its_row(evaluated, monkeypatch):
     update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "mixhop"], "runs": {}},
                   variants={"datasets": ["cora"], "methods": ["mixhop_l2"], "runs": {}})
     for method in ("gcn", "mixhop", "mixhop_l2"):
-        write_fake_seeds(evaluated, method=method, accs=(0.80, 0.81, 0.82))
-        evaluate.main(["cora", method])
+        write_tables_of_fake_seeds(evaluated, method=method, accs=(0.80, 0.81, 0.82))
     drawn = {}
     real = plot.table2_figure
     monkeypatch.setattr(plot, "table2_figure", lambda dataset, methods, paper: drawn.setdefault(dataset, methods)
@@ -225,8 +216,7 @@ def test_table2_figure_shows_a_variant_beside_its_row(evaluated, monkeypatch):
 
 def test_every_figure_labels_both_axes_and_names_methods_and_datasets_as_the_paper(evaluated, monkeypatch):
     update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}})
-    write_fake_seeds(evaluated, method="gcn", accs=(0.80, 0.81, 0.82))
-    evaluate.main(["cora", "gcn"])
+    write_tables_of_fake_seeds(evaluated, method="gcn", accs=(0.80, 0.81, 0.82))
     drawn = []
     real_save = plot.save_figure
     monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.append(fig), real_save(folder, name, fig))[1])

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_STD, update_params, write_data_stats, write_fake_seeds
-from pipeline import evaluate, stats
+from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_STD, update_params, write_data_stats, write_tables_of_fake_seeds
+from pipeline import stats
 from pipeline.config import ConfigError, DataError
 
 PAPER_CORA = (84.3, 0.5)
@@ -108,8 +108,7 @@ def test_only_selected_datasets_are_read(evaluated):
 
 def test_second_method_beside_the_first(evaluated):
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
-    write_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
-    evaluate.main(["cora", "cadnet_pull"])
+    write_tables_of_fake_seeds(evaluated, method="cadnet_pull", accs=(0.83, 0.84, 0.85))
     metrics, results = run_stats(evaluated)
     assert metrics["cora"]["cadnet"]["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-3)
     pull = metrics["cora"]["cadnet_pull"]
@@ -140,10 +139,8 @@ def test_variants_compare_with_their_own_paper_rows_and_fill_table3(evaluated):
     """rw against Table 3's RW row (Cora 82.4 ± 0.5), not CAD-Net's; Table 3's layout with
     seed counts below 100 labelled."""
     update_params(evaluated, variants={"datasets": ["cora"], "methods": ["rw", "cadnet_noent"], "runs": {}})
-    write_fake_seeds(evaluated, method="rw", accs=(0.82, 0.83, 0.84))
-    write_fake_seeds(evaluated, method="cadnet_noent", accs=(0.83, 0.84, 0.85))
-    evaluate.main(["cora", "rw"])
-    evaluate.main(["cora", "cadnet_noent"])
+    write_tables_of_fake_seeds(evaluated, method="rw", accs=(0.82, 0.83, 0.84))
+    write_tables_of_fake_seeds(evaluated, method="cadnet_noent", accs=(0.83, 0.84, 0.85))
     metrics, results = run_stats(evaluated)
     assert set(metrics["cora"]) == {"cadnet", "rw", "cadnet_noent"}
     rw = metrics["cora"]["rw"]
@@ -203,10 +200,8 @@ def test_table2_significance_and_claims_from_the_baselines_that_ran(evaluated):
 
     update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "appnp"], "runs": {}})
     gcn, appnp = (0.80, 0.81, 0.83), (0.82, 0.84, 0.83)
-    write_fake_seeds(evaluated, method="gcn", accs=gcn)
-    write_fake_seeds(evaluated, method="appnp", accs=appnp)
-    evaluate.main(["cora", "gcn"])
-    evaluate.main(["cora", "appnp"])
+    write_tables_of_fake_seeds(evaluated, method="gcn", accs=gcn)
+    write_tables_of_fake_seeds(evaluated, method="appnp", accs=appnp)
     metrics, results = run_stats(evaluated)
     assert metrics["cora"]["gcn"]["paper"] == {"mean": 81.3, "std": 0.7}
     assert "| GCN | 81.33 ± 1.53 (3 seeds) / 81.3 ± 0.7 |" in results

@@ -1,12 +1,16 @@
-"""pipeline/tables.py: a committed per-seed table and its summary are verified before any
-stage reports from them; each corruption is one line naming the file, and nothing is written."""
+"""pipeline/tables.py: the tables train writes from the seeds, computed by hand; and a committed
+per-seed table and its summary are verified before any stage reports from them, each corruption
+one line naming the file, with nothing written."""
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 
+from conftest import FAKE_ACCS, FAKE_NODES, fake_record
 from pipeline import config, plot, stats, tables
 
 
@@ -78,3 +82,61 @@ def test_a_cell_set_to_zero_runs_is_a_valid_empty_table(workdir):
     pd.DataFrame(columns=tables.PER_SEED_COLUMNS).to_csv(folder / "gcn.csv", index=False)
     (folder / "gcn.json").write_text(json.dumps({"runs": 0}))
     assert tables.read_per_seed("cora", "gcn").empty
+
+
+# ------------------------------------------------------------- what train writes from the seeds
+
+
+def test_per_seed_table_rows():
+    records = [fake_record(seed, acc) for seed, acc in enumerate(FAKE_ACCS)]
+    table = tables.per_seed_table(records)
+    assert list(table.columns) == tables.PER_SEED_COLUMNS
+    assert table["seed"].tolist() == [0, 1, 2]
+    assert table["test_acc"].tolist() == pytest.approx(list(FAKE_ACCS))
+    for seed, row in table.iterrows():
+        expected = records[seed]
+        for key in ("val_acc", "best_val_loss", "selected_epoch", "epochs_run", "ms_per_seed_epoch"):
+            assert row[key] == pytest.approx(expected[key]), key
+        assert row["gamma_mean"] == pytest.approx(float(expected["gamma"].mean()), abs=1e-6)
+        assert row["device"] == tables.DEVICE_BEFORE_RECORDED  # the fake records name none
+
+
+def test_gamma_histogram_counts():
+    hist = tables.gamma_histogram([fake_record(seed, acc) for seed, acc in enumerate(FAKE_ACCS)])
+    assert list(hist.columns) == ["bin_left", "bin_right", "count_all_seeds", "count_seed_0"]
+    assert len(hist) == tables.GAMMA_BINS
+    assert hist["count_all_seeds"].sum() == FAKE_NODES * 3
+    assert hist["count_seed_0"].sum() == FAKE_NODES
+    assert (hist["count_seed_0"] <= hist["count_all_seeds"]).all()
+    # bins are contiguous and span the pooled gammas (0.8 .. 1.0 in the fake records)
+    assert np.allclose(hist["bin_right"].to_numpy()[:-1], hist["bin_left"].to_numpy()[1:], atol=1e-5)
+    assert hist["bin_left"].iloc[0] == pytest.approx(0.8, abs=1e-5)
+    assert hist["bin_right"].iloc[-1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_gamma_histogram_all_equal():
+    """beta = 1 puts every gamma at 1: the histogram still has its bins and counts every node."""
+    records = [fake_record(s, a) for s, a in enumerate(FAKE_ACCS)]
+    for r in records:
+        r["gamma"] = torch.ones(FAKE_NODES)
+    hist = tables.gamma_histogram(records)
+    assert hist["count_all_seeds"].sum() == FAKE_NODES * 3
+    assert hist["count_seed_0"].sum() == FAKE_NODES
+    assert (hist["bin_right"] > hist["bin_left"]).all()
+
+
+def test_epoch_summary_by_hand():
+    """Seeds with 2, 3 and 4 epochs of validation losses: epoch 1 has all three, epoch 4 one;
+    the mean and the 10th/90th percentiles (linear interpolation) over those that ran it."""
+    losses = [[1.0, 0.8], [2.0, 1.0, 0.5], [3.0, 1.2, 0.7, 0.6]]
+    records = [{"seed": s, "history": {"train_loss": [x + 1 for x in v], "val_loss": v, "val_acc": [0.5] * len(v)}}
+               for s, v in enumerate(losses)]
+    table = tables.epoch_summary(records)
+    assert list(table.columns) == tables.EPOCH_COLUMNS
+    assert table["epoch"].tolist() == [1, 2, 3, 4]
+    assert table["seeds_running"].tolist() == [3, 3, 2, 1]
+    assert table["val_loss_mean"].tolist() == pytest.approx([2.0, 1.0, 0.6, 0.6])
+    assert table["train_loss_mean"].tolist() == pytest.approx([3.0, 2.0, 1.6, 1.6])
+    assert table["val_loss_p10"].tolist() == pytest.approx([1.2, 0.84, 0.52, 0.6])  # 1 + 0.2 * (2 - 1), ...
+    assert table["val_loss_p90"].tolist() == pytest.approx([2.8, 1.16, 0.68, 0.6])
+    assert table["val_acc_mean"].tolist() == pytest.approx([0.5] * 4)

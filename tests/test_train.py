@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PROJECT_ROOT, SHIPPED_PARAMS, update_params
-from pipeline import config, preprocess, train
+from conftest import PROJECT_ROOT, SHIPPED_PARAMS, train_cell, update_params
+from pipeline import config, preprocess, spec, train
 from pipeline.batched import BatchedCADNet, SeedStreams, dropout
 from pipeline.files import save_torch
 from pipeline.paths import FEATURES_AS_READ
@@ -249,14 +249,14 @@ def test_a_seed_does_not_depend_on_its_chunk_and_a_resume_retrains_only_the_lost
     """runs = 60 in chunks of 20, dropout on everywhere: a lost seed is retrained on its own and
     comes out identical (its dropout masks come from its own stream); no other file is rewritten."""
     run_dir = _cora_workdir(workdir, runs=60, seed_chunk=25, epochs=3, p_drop=0.3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     records = _records(run_dir)
     assert len(records) == 60 and {r["engine"] for r in records.values()} == {"batched (chunk of 20)"}
     mtimes = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
     lost = run_dir / "seed_037.pt"
     lost.unlink()
 
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     again = torch.load(lost, weights_only=False)
     assert again["engine"] == "batched (chunk of 1)"
     for key, values in records["seed_037.pt"]["history"].items():
@@ -270,16 +270,16 @@ def test_fewer_runs_reuse_the_first_seeds_and_going_back_trains_nothing(workdir,
     """The README's quick look (-S runs=10) after a 30-seed run, then back to 30: the first
     10 seeds are reused, the other 20 wait in the stash and come back; nothing is retrained."""
     run_dir = _cora_workdir(workdir, runs=30, epochs=3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     before = _records(run_dir)
     trained = []
     real_chunk = train.train_chunk
     monkeypatch.setattr(train, "train_chunk", lambda g, hp, seeds, *a, **k: trained.append(seeds) or real_chunk(g, hp, seeds, *a, **k))
     update_params(workdir, runs=10)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     assert sorted(_records(run_dir)) == sorted(list(before)[:10])
     update_params(workdir, runs=30)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     assert trained == []
     assert {k: r["test_acc"] for k, r in _records(run_dir).items()} == {k: r["test_acc"] for k, r in before.items()}
 
@@ -290,32 +290,32 @@ def test_a_value_that_fails_late_loses_no_finished_seed(workdir, bad):
     a split larger than a class) stop with one line before any seed file is touched; the
     old value back, every seed is reused."""
     run_dir = _cora_workdir(workdir, runs=4, epochs=3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     before = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
     update_params(workdir, **bad)
     with pytest.raises(config.PipelineError):
-        train.main(["cora", "cadnet"])
+        train_cell(["cora", "cadnet"])
     assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")} == before
 
 
 def test_other_settings_move_seeds_to_the_stash_and_back(workdir):
     run_dir = _cora_workdir(workdir, runs=3, epochs=3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     before = _records(run_dir)
     update_params(workdir, epochs=4)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     stashed = list((workdir / "data/stash/cora/cadnet").rglob("seed_*.pt"))
     assert len(stashed) == 3 and _records(run_dir)["seed_000.pt"]["fingerprint"] != before["seed_000.pt"]["fingerprint"]
     update_params(workdir, epochs=3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     assert {k: r["fingerprint"] for k, r in _records(run_dir).items()} == {k: r["fingerprint"] for k, r in before.items()}
 
 
 def test_a_copied_seed_file_is_not_counted_as_another_seed(workdir):
     run_dir = _cora_workdir(workdir, runs=3, epochs=3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     shutil.copy(run_dir / "seed_001.pt", run_dir / "seed_002.pt")
-    train.main(["cora", "cadnet"])  # seed 2 is retrained: the copy holds seed 1
+    train_cell(["cora", "cadnet"])  # seed 2 is retrained: the copy holds seed 1
     assert torch.load(run_dir / "seed_002.pt", weights_only=False)["seed"] == 2
 
 
@@ -335,7 +335,7 @@ def test_a_diverging_loss_stops_with_one_line_naming_seed_and_epoch(workdir):
                                          graph["x"].shape).coalesce()
     save_torch(graph, workdir / "data/processed/cora/graph.pt")
     with pytest.raises(train.TrainingError, match=r"cora/cadnet: seed 0: training loss is nan at epoch 1"):
-        train.main(["cora", "cadnet"])
+        train_cell(["cora", "cadnet"])
 
 
 def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
@@ -346,7 +346,7 @@ def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
                            "to allocate 4000000000000 bytes.\nmore detail")
     monkeypatch.setattr(train, "train_chunk", no_memory)
     with pytest.raises(train.TrainingError, match=r"^cora/cadnet: out of memory on cpu with chunks of 2 seeds .*seed_chunk"):
-        train.main(["cora", "cadnet"])
+        train_cell(["cora", "cadnet"])
 
 
 @pytest.mark.parametrize("err, expected", [
@@ -377,7 +377,7 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
                   variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}})
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     records = [torch.load(p, weights_only=False) for p in sorted((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))]
     assert [r["engine"] for r in records] == ["single"] * 3
     from pipeline import config
@@ -410,7 +410,7 @@ def test_the_printed_estimate_counts_the_seeds_trained_side_by_side(workdir, mon
 
     monkeypatch.setattr(train.plan, "estimate", estimate)
     with pytest.raises(Estimated):
-        train.main(["cora", "cadnet"])
+        train_cell(["cora", "cadnet"])
     assert asked.get("side_by_side", 1) == side_by_side
 
 
@@ -439,7 +439,7 @@ def test_graph_unet_seeds_on_cpu_train_in_fresh_processes_with_the_reference_res
                                                  "early_stop_window": 0}})
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
-    train.main(["cora", "graph_unet"])
+    train_cell(["cora", "graph_unet"])
     hp = config.hparams_for(config.load_params(), "cora", "graph_unet")
     for seed in range(2):
         record = torch.load(workdir / f"data/runs/cora/graph_unet/seed_{seed:03d}.pt", weights_only=False)
@@ -447,26 +447,14 @@ def test_graph_unet_seeds_on_cpu_train_in_fresh_processes_with_the_reference_res
         assert record["history"] == reference["history"] and record["test_acc"] == reference["test_acc"]
 
 
-def test_code_fingerprint_ignores_docstrings_and_comments_but_not_code(tmp_path):
-    original = 'def f(x):\n    """Doubles."""\n    return 2 * x  # twice\n'
-    reworded = 'def f(x):\n    """Twice x, as the paper says."""\n    # a comment\n    return 2 * x\n'
-    changed = 'def f(x):\n    """Doubles."""\n    return 3 * x\n'
-    prints = []
-    for k, text in enumerate((original, reworded, changed)):
-        path = tmp_path / f"m{k}.py"
-        path.write_text(text)
-        prints.append(train.code_fingerprint(path))
-    assert prints[0] == prints[1] != prints[2]
-
-
 def test_a_corrupt_graph_file_is_one_line_naming_it_and_the_fix(workdir):
     run_dir = _cora_workdir(workdir, runs=2, epochs=3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     before = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
     graph_file = workdir / "data/processed/cora/graph.pt"
     graph_file.write_bytes(graph_file.read_bytes()[:200])  # truncated
     with pytest.raises(config.DataError) as info:
-        train.main(["cora", "cadnet"])
+        train_cell(["cora", "cadnet"])
     message = str(info.value)
     assert "\n" not in message and "data/processed/cora/graph.pt" in message
     assert "dvc repro --force preprocess@cora" in message
@@ -479,59 +467,20 @@ def test_a_cell_set_to_zero_runs_trains_nothing_and_keeps_its_seeds_for_later(wo
     _cora_workdir(workdir, runs=2, epochs=3)
     update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {}})
     run_dir = workdir / "data/runs/cora/rw"
-    train.main(["cora", "rw"])
+    train_cell(["cora", "rw"])
     before = _records(run_dir)
     update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": 0}}})
-    train.main(["cora", "rw"])
+    train_cell(["cora", "rw"])
     assert _records(run_dir) == {}
     update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {}})
-    train.main(["cora", "rw"])
+    train_cell(["cora", "rw"])
     assert {k: r["test_acc"] for k, r in _records(run_dir).items()} == {k: r["test_acc"] for k, r in before.items()}
 
 
 def test_seed_records_name_the_device_that_trained_them(workdir):
     run_dir = _cora_workdir(workdir, runs=1, epochs=2)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     assert _records(run_dir)["seed_000.pt"]["device"] == "cpu"
-
-
-def _interpreters() -> list[str]:
-    """Python 3.11-3.13 interpreters on this machine (PATH or pyenv), one per version."""
-    import glob
-    import subprocess
-
-    found = {}
-    candidates = [shutil.which(f"python3.{v}") for v in (11, 12, 13)]
-    candidates += sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.1[123]*/bin/python3")))
-    for exe in filter(None, candidates):
-        try:
-            version = subprocess.run([exe, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
-                                     text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if version:
-            found.setdefault(version, exe)
-    return list(found.values())
-
-
-def test_code_fingerprint_is_the_same_on_python_3_11_to_3_13():
-    """A GPU machine may run another Python than the one that trained the committed seeds;
-    the same code must give the same fingerprint there (3.12 added empty type_params fields
-    to the syntax tree, 3.13 leaves empty fields out of ast.dump unless asked)."""
-    import ast
-    import subprocess
-
-    interpreters = _interpreters()
-    if len(interpreters) < 2:
-        pytest.skip("needs at least two of Python 3.11, 3.12, 3.13 on this machine")
-    source = Path(train.__file__).read_text()
-    function = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "code_fingerprint")
-    program = ("import ast, hashlib, sys\nfrom pathlib import Path\n"
-               + ast.get_source_segment(source, function) + "\nprint(code_fingerprint(Path(sys.argv[1]), None),"
-               " code_fingerprint(Path(sys.argv[2]), ('build_net', 'train_chunk')))\n")
-    prints = {subprocess.run([exe, "-c", program, str(Path(train.__file__).parent / "model.py"), train.__file__],
-                             capture_output=True, text=True, timeout=60, check=True).stdout for exe in interpreters}
-    assert len(prints) == 1, prints
 
 
 def test_chunk_size_of_a_cell_with_zero_runs_is_one():
@@ -545,16 +494,16 @@ def test_a_cells_own_seed_chunk_caps_its_chunk_in_place_of_the_global_one():
     assert train.chunk_size(synthetic_graph(), hparams(seed_chunk=40), params, 100) == 34  # 3 even chunks
 
 
-def test_a_cells_own_seed_chunk_is_not_in_its_fingerprint_its_chunk_size_is(workdir):
+def test_a_cells_own_seed_chunk_is_not_in_its_identity_its_chunk_size_is(workdir):
     """CAD-Net's seeds do not depend on their chunk, so a new cap retrains none of them; a
-    baseline's chunk size reaches its fingerprint through the engine label (main)."""
-    (workdir / "data/processed/cora").mkdir(parents=True)
-    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
-    hp = config.hparams_for(config.load_params(), "cora", "cadnet")
-    assert train.run_fingerprint("cora", "cadnet", {**hp, "seed_chunk": 5}, "batched") == \
-        train.run_fingerprint("cora", "cadnet", hp, "batched")
-    assert train.run_fingerprint("cora", "gcn", hp, "batched, fixed chunks of 5") != \
-        train.run_fingerprint("cora", "gcn", hp, "batched, fixed chunks of 25")
+    baseline's chunk size is part of its seeds' identity."""
+    params = config.load_params()
+    own = params["method_hparams"]
+    capped = {**params, "method_hparams": {**own, "cadnet": {"seed_chunk": 5}}}
+    assert spec.seed_identity(spec.cell_spec(capped, "cora", "cadnet")) == \
+        spec.seed_identity(spec.cell_spec(params, "cora", "cadnet"))
+    gcn = spec.cell_spec(params, "cora", "gcn")
+    assert spec.seed_identity(gcn, 5) != spec.seed_identity(gcn, 25)
 
 
 def test_a_cell_on_a_diffusions_top_k_graph_counts_k_edges_a_node_not_the_graphs_as_read():
@@ -608,14 +557,16 @@ def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(wor
     assert train.features_rule(params, "cora", gcn) is False and train.features_rule(params, "cora", cadnet) is None
     assert torch.equal(train.load_cell_graph("cora", False)["x"].to_dense(), counts)
 
-    train.main(["cora", "gcn"])
+    train_cell(["cora", "gcn"])
     record = torch.load(workdir / "data/runs/cora/gcn/seed_000.pt", weights_only=False)
     as_read = train.train_chunk(graph, gcn, [0], "cpu", "gcn")[0]
     as_written = train.train_chunk(normalised, gcn, [0], "cpu", "gcn")[0]
     assert record["history"]["train_loss"] == pytest.approx(as_read["history"]["train_loss"], rel=1e-6)
     assert record["history"]["train_loss"] != pytest.approx(as_written["history"]["train_loss"], rel=1e-3)
-    # the features as read are part of what the seed must match, only where the cell uses them
-    assert train.run_fingerprint("cora", "gcn", gcn, "batched", False) != train.run_fingerprint("cora", "gcn", gcn, "batched")
+    # the rule it normalises by is part of what the seed must match
+    before = spec.cell_spec(config.load_params(), "cora", "gcn")
+    update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {}})
+    assert spec.seed_identity(spec.cell_spec(config.load_params(), "cora", "gcn"), 1) != spec.seed_identity(before, 1)
 
 
 # ------------------------------------------------------------------------ shards
@@ -626,21 +577,21 @@ def test_shards_of_a_cell_are_its_full_run_seed_for_seed_and_the_stage_then_trai
     blocks {2, 3}, shard 0 blocks {0, 1} and {4, 5}; together they write what one full run
     writes (same fingerprint, same histories), and the unsharded stage afterwards trains nothing."""
     run_dir = _cora_workdir(workdir, "gcn", runs=6, seed_chunk=2, epochs=3)
-    train.main(["cora", "gcn"])
+    train_cell(["cora", "gcn"])
     full = _records(run_dir)
     shutil.rmtree(run_dir)
     trained = []
     real_chunk = train.train_chunk
     monkeypatch.setattr(train, "train_chunk", lambda g, hp, seeds, *a, **k: trained.append(seeds) or real_chunk(g, hp, seeds, *a, **k))
-    train.main(["cora", "gcn", "--shard", "1/2"])
+    train_cell(["cora", "gcn", "--shard", "1/2"])
     assert sorted(_records(run_dir)) == ["seed_002.pt", "seed_003.pt"]
-    train.main(["cora", "gcn", "--shard", "0/2"])
+    train_cell(["cora", "gcn", "--shard", "0/2"])
     assert trained == [[2, 3], [0, 1], [4, 5]]
     sharded = _records(run_dir)
     assert sorted(sharded) == sorted(full)
     for name, record in full.items():
         assert sharded[name]["fingerprint"] == record["fingerprint"] and sharded[name]["history"] == record["history"], name
-    train.main(["cora", "gcn"])
+    train_cell(["cora", "gcn"])
     assert len(trained) == 3
 
 
@@ -649,15 +600,15 @@ def test_a_shard_touches_only_its_own_seeds_files(workdir):
     file and its half-written temporary file (another process's write in flight) alone; shard 1
     stashes the one and removes the other."""
     run_dir = _cora_workdir(workdir, runs=2, seed_chunk=1, epochs=3)
-    train.main(["cora", "cadnet"])
+    train_cell(["cora", "cadnet"])
     update_params(workdir, epochs=4)  # seed 1's file is now of other settings
     in_flight = run_dir / ".seed_001.pt.999.tmp"
     in_flight.write_bytes(b"half")
     stale = torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"]
-    train.main(["cora", "cadnet", "--shard", "0/2"])
+    train_cell(["cora", "cadnet", "--shard", "0/2"])
     assert in_flight.exists() and torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"] == stale
     assert torch.load(run_dir / "seed_000.pt", weights_only=False)["fingerprint"] != stale
-    train.main(["cora", "cadnet", "--shard", "1/2"])
+    train_cell(["cora", "cadnet", "--shard", "1/2"])
     assert not in_flight.exists() and torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"] != stale
     assert (workdir / "data/stash/cora/cadnet" / stale / "seed_001.pt").exists()
 
@@ -666,7 +617,7 @@ def test_a_shard_touches_only_its_own_seeds_files(workdir):
 def test_a_bad_shard_is_one_line_naming_the_option(workdir, bad):
     run_dir = _cora_workdir(workdir, runs=2, epochs=3)
     with pytest.raises(config.ConfigError) as info:
-        train.main(["cora", "cadnet", *bad])
+        train_cell(["cora", "cadnet", *bad])
     assert "--shard" in str(info.value) and "\n" not in str(info.value)
     assert not run_dir.exists()
 
@@ -677,20 +628,23 @@ def test_a_second_train_of_the_same_cell_is_refused_while_shares_run_side_by_sid
     _cora_workdir(workdir, runs=2, epochs=2)
     with train.cell_lock("cora", "cadnet", (0, 1), "cora/cadnet"):
         with pytest.raises(train.TrainingError) as info:
-            train.main(["cora", "cadnet"])
+            train_cell(["cora", "cadnet"])
         assert "cora/cadnet: process" in str(info.value) and "is training this cell now" in str(info.value)
         with pytest.raises(train.TrainingError):
-            train.main(["cora", "cadnet", "--shard", "1/2"])  # a share beside the whole run
+            train_cell(["cora", "cadnet", "--shard", "1/2"])  # a share beside the whole run
     assert not list((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))
     with train.cell_lock("cora", "cadnet", (0, 2), "cora/cadnet (shard 0/2)"):
-        train.main(["cora", "cadnet", "--shard", "1/2"])  # the other share runs
+        train_cell(["cora", "cadnet", "--shard", "1/2"])  # the other share runs
         with pytest.raises(train.TrainingError):
-            train.main(["cora", "cadnet", "--shard", "0/2"])  # the same share does not
-    train.main(["cora", "cadnet"])  # the locks went with their holders
+            train_cell(["cora", "cadnet", "--shard", "0/2"])  # the same share does not
+    train_cell(["cora", "cadnet"])  # the locks went with their holders
     assert len(list((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))) == 2
 
 
 def _stage_process(workdir, *argv: str) -> subprocess.Popen:
+    from pipeline import check
+
+    check.write_specs(config.load_params())  # as the check stage would have before it
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "DVC_NO_ANALYTICS": "1"}
     return subprocess.Popen([sys.executable, "-m", *argv], cwd=workdir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -717,7 +671,10 @@ def test_ctrl_c_in_train_is_one_line_and_keeps_the_finished_seeds(workdir):
 
 
 def test_a_full_disk_in_train_is_one_line_naming_the_file_and_keeping_the_seeds_before_it(workdir, monkeypatch, capsys):
+    from pipeline import check
+
     run_dir = _cora_workdir(workdir, runs=4, seed_chunk=1, epochs=2)
+    check.write_specs(config.load_params())
     real_write = Path.write_bytes
     written = []
 

@@ -1,0 +1,109 @@
+"""A cell's spec: everything its numbers depend on, written by the check stage, read by train.
+
+A cell is one (dataset, method) pair. Its spec, ``data/specs/<dataset>/<method>.json``, holds
+its resolved settings (the dataset's row of CAD-Net's table, the global overrides, what the
+method's registry entry fixes and its own keys), its number of seeds, how its seeds are batched
+where that changes their numbers, the raw files its graph is built from, and the *versions* of
+the code its numbers come from. The cell's train and evaluate stages depend on this file (and on
+the graph and table they read), on nothing else of params.yaml or of the code, so the spec is the one judge of what is stale: DVC
+reruns a cell exactly when its spec changed, and a seed file is reused exactly when it was
+trained under the same spec (:func:`seed_identity`; the number of seeds aside).
+
+Code identity is a version, not a hash of source files: moving a function to another module,
+renaming a module or rewording a docstring leaves every version, and so every spec and every
+trained seed, as it was. A change that makes a piece of code compute other numbers must bump
+that piece's version: its method's ``version`` in the registry (:mod:`pipeline.methods`) for
+its network, or the shared component's in :data:`COMPONENTS`. ``tests/test_golden.py`` trains
+every method on a tiny graph and fails when its numbers move while its versions did not.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline import config
+from pipeline.download import files_for
+from pipeline.methods import REGISTRY
+from pipeline.paths import SPECS_ROOT
+
+# The shared code behind every cell's numbers, each with the version of what it computes.
+COMPONENTS = {
+    # pipeline.train's loop: Adam/SGD and the lr schedule, one step and one eval pass per
+    # epoch, early stopping, model selection, the loss and accuracy of pipeline.batched
+    "loop": 1,
+    "splits": 1,  # pipeline.splits: which nodes train, validate and test for each seed
+    "graph": 1,  # pipeline.preprocess: graph.pt (edges, self-loops, features) from the raw files
+    # pipeline.preprocess.sparse_features: a cell's own feature normalisation (features_rule)
+    "features": 1,
+}
+# The layout of what the train stage writes from the seeds (per-seed table, gamma histogram,
+# per-epoch summary) and of the summary evaluate writes from the table: a new layout reruns
+# both stages of every cell but keeps every trained seed.
+TABLES_VERSION = 1
+
+
+def spec_file(dataset: str, method: str, root: Path = SPECS_ROOT) -> Path:
+    return root / dataset / f"{method}.json"
+
+
+def engine_of(params: dict, method: str) -> str:
+    """``batched`` or ``single``: a method without a batched form trains seed by seed."""
+    return "batched" if params.get("engine", "batched") == "batched" and REGISTRY[method].batched else "single"
+
+
+def cell_spec(params: dict, dataset: str, method: str) -> dict:
+    """The spec of one cell from a checked params.yaml."""
+    entry = REGISTRY[method]
+    settings = config.hparams_for(params, dataset, method)
+    chunk_cap = settings.pop("seed_chunk", params.get("seed_chunk", "auto"))  # how, not what, unless below
+    engine = engine_of(params, method)
+    spec = {
+        "dataset": dataset,
+        "method": method,
+        "runs": config.runs_for(params, dataset, method),
+        "settings": settings,
+        "engine": engine,
+        "code": {**COMPONENTS, "network": entry.version},
+        "tables": TABLES_VERSION,
+        # graph.pt: the raw files and the settings preprocess builds it with
+        "data": {"raw_sha256": [row["sha256"] for row in files_for(dataset)],
+                 "graph_settings": {key: config.hparams_for(params, dataset)[key]
+                                    for key in ("self_loops", "normalize_features")}},
+    }
+    if engine == "batched" and not entry.chunk_independent:
+        # its seeds share their chunk's dropout stream: the chunk's size is part of their numbers
+        spec["chunking"] = {"seed_chunk": chunk_cap, "memory_budget_gb": params.get("memory_budget_gb", 6)}
+    return spec
+
+
+def spec_text(spec: dict) -> str:
+    return json.dumps(spec, indent=2, sort_keys=True) + "\n"
+
+
+def read_spec(dataset: str, method: str, root: Path = SPECS_ROOT) -> dict:
+    path = spec_file(dataset, method, root)
+    if not path.exists():
+        raise config.DataError(f"{path}: missing; run `dvc repro check` (or `python -m pipeline.check`) first")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise config.DataError(f"{path}: not a spec the check stage wrote; run `dvc repro check`") from None
+
+
+def current_spec(params: dict, dataset: str, method: str) -> dict:
+    """The cell's spec from params.yaml, which must be the one the check stage wrote: a stage run
+    by hand after params.yaml changed says so rather than training under stale settings."""
+    spec = cell_spec(params, dataset, method)
+    if read_spec(dataset, method) != json.loads(spec_text(spec)):
+        raise config.ConfigError(f"{spec_file(dataset, method)}: written for other settings than params.yaml's; "
+                                 f"run `dvc repro check` (or `python -m pipeline.check`) first")
+    return spec
+
+
+def seed_identity(spec: dict, chunk: int | None = None) -> str:
+    """What a stored seed must match to be reused: its cell's spec without the number of seeds
+    and the tables' layout, and, where the chunk changes its numbers, the chunk it trained in."""
+    kept = {key: value for key, value in spec.items() if key not in ("runs", "tables", "chunking")}
+    if "chunking" in spec:
+        kept["chunk"] = chunk
+    return config.fingerprint(kept)
