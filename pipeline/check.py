@@ -26,7 +26,7 @@ from pipeline.files import write_text_atomic
 from pipeline.methods import REGISTRY
 from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE
 from pipeline.progress import duration
-from pipeline.spec import cell_spec, spec_file, spec_text
+from pipeline.spec import cell_spec, differences, read_spec, spec_file, spec_text
 
 
 def resolve_device_name(name: str) -> str:
@@ -95,13 +95,21 @@ def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None
                                      f"{dataset}/{method} (at least {one_seed / 2**30:.3g} GB); raise it")
 
 
-def write_specs(params: dict) -> None:
-    """Each selected cell's spec, rewritten only where it changed."""
+def write_specs(params: dict) -> list[str]:
+    """Each selected cell's spec, rewritten only where it changed; one line per cell whose spec
+    is new or moved, saying what moved (the cells whose stages `dvc repro` will rerun)."""
+    lines = []
     for dataset, method in config.cells(params):
         path = spec_file(dataset, method)
-        text = spec_text(cell_spec(params, dataset, method))
-        if not path.exists() or path.read_text() != text:
-            write_text_atomic(path, text)
+        spec = cell_spec(params, dataset, method)
+        text = spec_text(spec)
+        if path.exists() and path.read_text() == text:
+            continue
+        old = read_spec(dataset, method) if path.exists() else None
+        moved = "new cell" if old is None else "; ".join(differences(old, json.loads(text)))
+        lines.append(f"  {dataset}/{method}: {moved}")
+        write_text_atomic(path, text)
+    return lines
 
 
 def main(argv: list[str]) -> None:
@@ -110,8 +118,10 @@ def main(argv: list[str]) -> None:
     config.check_everything(params)
     check_memory_budget(params)
     device = resolve_device_name(params.get("device", "auto"))
+    moved = write_specs(params)
+    print("\n".join([f"{len(moved)} cells' specs moved; dvc repro reruns their stages:" if moved else
+                      "no cell's spec moved", *moved]), file=sys.stderr)
     print("\n".join(plan_lines(params, device)), file=sys.stderr)
-    write_specs(params)
     CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)
     CHECKED_FILE.write_text(f"{PARAMS_FILE}: valid\n")
 

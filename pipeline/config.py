@@ -44,10 +44,10 @@ STUDY_KEYS = {"variants": ("datasets", "methods", "runs"),
 BASELINE_PROTOCOL_KEYS = ("normalize_features", "epochs", "early_stop_window")
 TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", *STUDIES, "device", "engine", "seed_chunk",
                   "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
-# The top-level keys a stage of dvc.yaml lists under `params:` (besides the global overrides of
-# TABLE_RULES, which it lists too): DVC fails on a missing one only after deleting that stage's
-# outputs, so the check stage requires them first (tests/test_dvc_yaml.py holds the two lists
-# together).
+# The top-level keys that must be written, with the global overrides of TABLE_RULES: dvc.yaml's
+# matrices and params deps read some (DVC fails on a missing one only after deleting that stage's
+# outputs, so the check stage requires them first; tests/test_dvc_yaml.py holds that), and
+# `dvc exp run -S key=value` can set only a key that is written.
 DVC_READS = ("datasets", "methods", *STUDIES, "engine", "hparams", "method_hparams")
 
 # One rule per hyperparameter of CAD-Net's table: (check, description of the allowed values).
@@ -212,7 +212,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     missing = [key for key in (*DVC_READS, *TABLE_RULES) if key not in params]
     if missing:  # DVC would fail on it only after deleting a stage's outputs
         hint = " (null keeps each dataset's value)" if missing[0] in TABLE_RULES else ""
-        raise ConfigError(f"{missing[0]}: missing from {path}; dvc.yaml's stages read it, so write it back{hint}")
+        raise ConfigError(f"{missing[0]}: missing from {path}; write it back (dvc.yaml and `dvc exp run -S` read it){hint}")
 
     for key in ("datasets", "methods"):
         _check_names(key, params.get(key), DATASETS if key == "datasets" else METHODS, non_empty=True)
@@ -247,9 +247,9 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     for name in own:
         check_choice("method_hparams", name, METHODS)
     for _, method in cells(params):
-        if method not in own:  # each cell's train stage lists method_hparams.<method>
-            raise ConfigError(f"method_hparams.{method}: missing; dvc.yaml's train stages read it "
-                              f"(write `{method}: {{}}` under method_hparams where it has no keys of its own)")
+        if method not in own:  # where `dvc exp run -S method_hparams.<method>.<key>=...` writes
+            raise ConfigError(f"method_hparams.{method}: missing; write `{method}: {{}}` under method_hparams "
+                              f"where it has no keys of its own")
     return params
 
 

@@ -100,6 +100,18 @@ def current_spec(params: dict, dataset: str, method: str) -> dict:
     return spec
 
 
+def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """What moved between two specs, one ``key: old -> new`` per leaf (dotted keys)."""
+    moved = []
+    for key in sorted(set(old) | set(new)):
+        before, after = old.get(key), new.get(key)
+        if isinstance(before, dict) and isinstance(after, dict):
+            moved += differences(before, after, f"{prefix}{key}.")
+        elif before != after:
+            moved.append(f"{prefix}{key}: {before!r} -> {after!r}" if key != "raw_sha256" else f"{prefix}{key}")
+    return moved
+
+
 def seed_identity(spec: dict, chunk: int | None = None) -> str:
     """What a stored seed must match to be reused: its cell's spec without the number of seeds
     and the tables' layout, and, where the chunk changes its numbers, the chunk it trained in."""

@@ -53,7 +53,7 @@ def test_each_cell_gets_its_own_spec(workdir):
         {cell: text for cell, text in texts.items() if cell != ("cora", "gat")}
 
 
-def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir):
+def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir, capsys):
     """The one judge: Cora's beta moves Cora's CAD-Net-family specs and no other; a baseline's own
     key moves that baseline's; a global override every cell that reads it."""
     update_params(workdir, datasets=["cora", "citeseer"], methods=["cadnet"], runs=3, device="cpu",
@@ -72,7 +72,11 @@ def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir):
     params = read_params(workdir)
     before = texts()
     update_params(workdir, hparams={**params["hparams"], "cora": {**params["hparams"]["cora"], "beta": 0.9}})
+    capsys.readouterr()
     assert moved(before) == [("cora", "cadnet"), ("cora", "rw")]
+    beta = params["hparams"]["cora"]["beta"]
+    assert capsys.readouterr().err.startswith(f"2 cells' specs moved; dvc repro reruns their stages:\n"
+                                            f"  cora/cadnet: settings.beta: {beta} -> 0.9\n  cora/rw: settings.beta: {beta} -> 0.9\n")
     before = texts()
     update_params(workdir, method_hparams={**params["method_hparams"], "sgc": {**params["method_hparams"]["sgc"], "K": 3}})
     assert moved(before) == [("citeseer", "sgc"), ("cora", "sgc")]

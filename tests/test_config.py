@@ -353,8 +353,7 @@ def _files_under(root: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("stage, argv", [
-    ("train", ["cora"]), ("train", ["cora", "cadnet_pull"]), ("evaluate", ["cora"]),
-    ("stats", []), ("plot", []), ("curves", []),
+    ("train", ["cora"]), ("train", ["cora", "cadnet_pull"]), ("stats", []), ("plot", []), ("curves", []),
 ])
 def test_stages_reject_bad_override_before_work(workdir, stage, argv):
     import importlib

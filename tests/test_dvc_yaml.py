@@ -1,7 +1,8 @@
 """dvc.yaml against the code: each stage lists, as file dependencies, the pipeline modules its
-command imports (a train stage also the builder modules its seeds' fingerprint covers), so that
-`dvc repro` reruns a stage whose code changed. A module left out here must be bookkeeping that
-cannot change a stage's outputs."""
+command imports, so that `dvc repro` reruns a stage whose code changed; a module left out here
+must be bookkeeping that cannot change a stage's outputs. A cell's train and evaluate stages are
+the exception: their cell's spec (pipeline/spec.py) stands for their code and settings, so they
+list it and the data they read, and nothing else."""
 from __future__ import annotations
 
 import ast
@@ -10,8 +11,6 @@ import pytest
 import yaml
 
 from conftest import PROJECT_ROOT
-from pipeline.methods import REGISTRY
-from pipeline.train import builder_modules
 
 PACKAGE = PROJECT_ROOT / "pipeline"
 
@@ -45,20 +44,30 @@ def stages() -> dict:
 
 def test_the_import_walk_follows_every_import_form():
     # each import form once: `from pipeline import config, plan`, `from pipeline.methods import ...`
-    assert imported_pipeline_modules("check") == {"check", "config", "plan", "methods", "paths", "progress", "train"}
+    assert imported_pipeline_modules("check") == {"check", "config", "files", "plan", "methods", "paths", "progress",
+                                                  "spec", "train"}
     assert "batched" in imported_pipeline_modules("train")
 
 
-@pytest.mark.parametrize("name", sorted(stages()))
+CELL_STAGES = ("train", "train_variant", "train_baseline", "evaluate", "evaluate_variant", "evaluate_baseline")
+
+
+@pytest.mark.parametrize("name", sorted(set(stages()) - set(CELL_STAGES)))
 def test_a_stage_depends_on_the_code_it_runs(name):
     stage = stages()[name]
     module = stage["cmd"].split()[2].removeprefix("pipeline.")
     needed = imported_pipeline_modules(module)
-    if module == "train":  # the registry's builders, imported by name at run time: the code the fingerprint covers
-        needed |= {path.stem for method in REGISTRY for path in builder_modules(method)}
     listed = {dep.removeprefix("pipeline/").removesuffix(".py") for dep in stage["deps"] if dep.startswith("pipeline/")}
     missing = sorted(needed - listed - set(BOOKKEEPING) - {"__init__"})
     assert not missing, f"dvc.yaml stage {name!r} runs pipeline.{module} but does not depend on {missing}"
+
+
+@pytest.mark.parametrize("name", CELL_STAGES)
+def test_a_cells_stages_depend_on_its_spec_and_the_data_they_read_only(name):
+    stage = stages()[name]
+    spec = "data/specs/${item.dataset}/${item.method}.json"
+    data = "data/processed/${item.dataset}" if name.startswith("train") else "reports/eval/${item.dataset}/${item.method}.csv"
+    assert stage["deps"] == [spec, data] and "params" not in stage
 
 
 def params_keys_read_by_dvc() -> list[str]:

@@ -4,12 +4,12 @@ the project.
 A copy of the project (code, params.yaml, dvc.yaml, DVC config) goes into a temporary git
 repository; params select CAD-Net on Cora and PubMed, the variants rw and gat_rw (PubMed's
 gat_rw at 0 seeds) and the baseline gcn on Cora, 2 runs of 5 epochs. Then:
-`dvc repro` -> outputs exist, `dvc status` is clean -> bad values stop at the check stage ->
-fewer runs and back retrain nothing -> a change to another dataset's row changes nothing, a
-change to Cora's row reruns training but not download / preprocess -> a corrupted committed
-result is refused by stats and remade by `dvc repro` -> a baseline's chunk size reruns its cell
-alone -> the README's experiments, shares, mirror, plan and figure commands, verbatim -> an
-interrupted train stage retrains only the missing seed -> the README's quick look.
+`dvc repro` -> outputs exist, `dvc status` is clean -> bad values stop at the check stage -> a
+change to another dataset's row changes no cell's spec, a change to Cora's row Cora's cells
+only, not download / preprocess -> a docstring, a comment and a moved function rerun no cell ->
+a corrupted committed result is refused by stats and remade by `dvc repro` -> a baseline's chunk
+size reruns its cell alone -> the README's experiments, shares, mirror, plan and figure commands,
+verbatim -> an interrupted train stage retrains only the missing seed -> the README's quick look.
 
 The tests below share one project (module-scoped fixture) and run in file order. They need
 no dataset files: the fixture writes small graphs in the planetoid layout as "cora",
@@ -253,50 +253,78 @@ def stale_stages(status: str) -> set[str]:
     return {line[:-1] for line in status.splitlines() if line.endswith(":") and not line[0].isspace()}
 
 
-def test_param_dependencies_are_per_dataset(project):
+def test_param_dependencies_are_per_cell(project):
+    """A value reaches a cell's stages through the cell's spec, which the check stage writes:
+    after `python -m pipeline.check`, `dvc status` lists exactly the cells whose spec moved."""
     original = project.params
+
+    def stale_after_check(edited: dict) -> set[str]:
+        project.git("checkout", "--", "data/specs")  # the committed specs, whatever the edit before wrote
+        project.set_params(edited)
+        before = stale_stages(project.dvc("status").stdout)  # every edit is checked first; no cell is judged yet
+        assert "check" in before and not {s for s in before if s.startswith(("train", "evaluate"))}, before
+        project.run(*readme_command("python -m pipeline.check"))
+        return stale_stages(project.dvc("status").stdout)
+
     try:
-        # another dataset's row: nothing of Cora's is out of date
+        # another dataset's row: no cell of Cora's or PubMed's moves
         edited = yaml.safe_load(yaml.safe_dump(original))
         edited["hparams"]["citeseer"]["beta"] = 0.5
-        project.set_params(edited)
-        out = project.dvc("status").stdout
-        assert stale_stages(out) == {"check"}, out  # every edit is checked, nothing else reruns
+        assert stale_after_check(edited) == {"check"}
 
-        # Cora's row: training (and what follows) reruns, download / preprocess do not
+        # Cora's row: Cora's CAD-Net-family cells retrain, nothing before training, nothing else
         edited["hparams"]["cora"]["beta"] = 0.95
-        project.set_params(edited)
-        status = project.dvc("status").stdout
-        assert "train@cora-cadnet" in status, status
-        for stage in STAGES_BEFORE_TRAIN:
-            assert stage not in status, status
+        stale = stale_after_check(edited)
+        assert {s for s in stale if s.startswith("train")} == {
+            "train@cora-cadnet", "train_variant@cora-rw", "train_variant@cora-gat_rw"}, stale
+        assert not set(STAGES_BEFORE_TRAIN) & stale, stale
         dry = project.dvc("repro", "--dry").stdout
-        assert "Running stage 'train@cora-cadnet'" in dry, dry
+        assert "Running stage 'train@cora-cadnet'" in dry and "Running stage 'train@pubmed-cadnet'" not in dry, dry
         for stage in STAGES_BEFORE_TRAIN:
             assert f"Running stage '{stage}'" not in dry, dry
 
-        # one method's own key: only that method's stages
+        # one method's own key: only that method's cells
         edited = yaml.safe_load(yaml.safe_dump(original))
         edited["method_hparams"]["gat_rw"]["attention_slope"] = 0.1
-        project.set_params(edited)
-        status = project.dvc("status").stdout
-        assert "train_variant@cora-gat_rw" in status, status
-        assert "train@cora-cadnet" not in status and "train_variant@cora-rw" not in status, status
+        stale = stale_after_check(edited)
+        assert {s for s in stale if s.startswith("train")} == {"train_variant@cora-gat_rw", "train_variant@pubmed-gat_rw"}
 
-        # the baselines' protocol on Cora: the baseline's stage sees it
+        # the baselines' protocol on Cora: the baseline's cell sees it
         edited = yaml.safe_load(yaml.safe_dump(original))
         edited["baselines"]["protocol"] = {"cora": {"epochs": 7}}
-        project.set_params(edited)
-        assert "train_baseline@cora-gcn" in stale_stages(project.dvc("status").stdout)
+        assert {s for s in stale_after_check(edited) if s.startswith("train")} == {"train_baseline@cora-gcn"}
     finally:
-        project.git("checkout", "--", "params.yaml")
+        project.git("checkout", "--", "params.yaml", "data/specs")
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
+def test_an_edit_that_moves_no_number_reruns_no_cell(project):
+    """A docstring, a comment and a function moved to another module: the specs stay as they were
+    (code identity is a version), so no cell's stage reruns; the check stage, which reads the
+    code, reruns and finds the same specs."""
+    model, train = project.root / "pipeline/model.py", project.root / "pipeline/train.py"
+    splits = project.root / "pipeline/splits.py"
+    try:
+        model.write_text(model.read_text().replace('"""', '"""Reworded. ', 1))
+        source = train.read_text()
+        start, end = source.index("def should_stop_early("), source.index("def train_chunk(")
+        kept = (source[:start] + source[end:]).replace("from pipeline.splits import split_masks",
+                                                      "from pipeline.splits import should_stop_early, split_masks")
+        train.write_text("# a comment\n" + kept)
+        splits.write_text(splits.read_text() + "\n\n" + source[start:end].rstrip() + "\n")
+        proc = project.run(*readme_command("dvc repro"))
+        assert not {s for s in stages_run(proc) if s.startswith(("train", "evaluate"))}, proc.stdout[-3000:]
+        assert cells_trained(proc) == {}
+    finally:
+        project.git("checkout", "--", "pipeline")
+    project.dvc("repro")
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
 @pytest.mark.parametrize("damage", ["summary cut short", "a number in the table changed"])
 def test_a_corrupted_committed_result_is_refused_by_stats_and_remade_by_repro(project, damage):
-    """stats alone refuses the damaged file with one line naming it; `dvc repro` sees the
-    evaluate stage's output changed and writes it again from the seeds."""
+    """stats alone refuses the damaged file with one line naming it; `dvc repro` sees the output
+    of the stage that wrote it changed and writes it again (the table from the seed files)."""
     table = project.root / "reports/eval/cora/cadnet.csv"
     accuracies = pd.read_csv(table)["test_acc"].tolist()
     if damage == "summary cut short":
@@ -307,7 +335,8 @@ def test_a_corrupted_committed_result_is_refused_by_stats_and_remade_by_repro(pr
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
     assert proc.returncode != 0 and len(errors) == 1 and "reports/eval/cora/cadnet." in errors[0], proc.stderr[-2000:]
     log = project.dvc("repro")
-    assert "Running stage 'evaluate@cora-cadnet'" in log.stdout, log.stdout[-2000:]
+    remade_by = "evaluate" if damage == "summary cut short" else "train"  # the table: train, from the seeds
+    assert f"Running stage '{remade_by}@cora-cadnet'" in log.stdout, log.stdout[-2000:]
     assert pd.read_csv(table)["test_acc"].tolist() == accuracies
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
@@ -403,17 +432,18 @@ def test_the_readmes_experiments_rerun_what_they_change_and_going_back_trains_no
 
 def test_the_readmes_shares_of_one_cell_write_what_one_run_writes(project):
     """`--shard 0/2` and `1/2` on two processes: together the seeds one run trains, and
-    `dvc repro` then trains none of them."""
+    `dvc repro` then trains none of them and writes the cell's table from them."""
     table = project.root / "reports/eval/pubmed/rw.csv"
     committed = pd.read_csv(table)
     for seed in (project.root / "data/runs/pubmed/rw").glob("seed_*.pt"):
         seed.unlink()
+    table.unlink()  # the cell as a new one: its train stage must run
     logs = "".join(project.run(*readme_command(f"python -m pipeline.train pubmed rw --shard {k}/2")).stderr
                    for k in (0, 1))
     # a share is whole chunks (here both seeds are one chunk, so the second share has none)
     assert sum(int(n) for n in re.findall(r"(\d+) to train", logs)) == RUNS, logs
     proc = project.run(*readme_command("dvc repro"))
-    assert cells_trained(proc) == {}, proc.stderr[-3000:]
+    assert cells_trained(proc) == {} and "train_variant@pubmed-rw" in stages_run(proc), proc.stderr[-3000:]
     assert pd.read_csv(table)[["seed", "test_acc", "selected_epoch"]].equals(committed[["seed", "test_acc", "selected_epoch"]])
 
 
