@@ -106,7 +106,7 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
     # any method's, optional: at most this many seeds per batched chunk for this method (or this
     # cell, under method_hparams.<method>.<dataset>) in place of the global seed_chunk. A
     # baseline's seeds share their chunk's dropout stream, so its chunk size (not this key) is
-    # in that cell's fingerprint (train.run_fingerprint).
+    # part of its seeds' identity (spec.seed_identity).
     "seed_chunk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
 }
 OPTIONAL_OWN_KEYS = ("seed_chunk",)

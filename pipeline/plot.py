@@ -15,8 +15,8 @@ and, where the variants study (Table 3) ran:
 - ``<dataset>_table3.png``: each aggregation's mean ± std beside the paper's (Table 3);
 and, for `dvc plots diff` between experiments, the data behind the accuracy figures as CSV
 files that DVC draws itself (``reports/plots/accuracy/<dataset>_<method>.csv``: test accuracy
-per seed). The loss curves need the per-epoch histories, which are not in git: the curves
-stage (``pipeline/curves.py``) draws them.
+per seed). The loss curves, from the per-epoch summaries, are the curves stage's
+(``pipeline/curves.py``).
 """
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ training time the table implies (the sum over its seeds of time per seed-epoch t
 run: about the wall time of its chunks, on a machine that may have been shared; for seeds
 trained side by side in worker processes, the engine "single", their sum); and the date and
 commit that last changed the table. Seeds trained on several machines are one cell: a seed file
-records a fingerprint of the settings, graph and code that produced it, and `dvc repro` takes
-every seed whose fingerprint matches, whichever machine trained it.
+records the identity of its cell's spec (settings, raw files, code versions), and `dvc repro`
+takes every seed of the same identity, whichever machine trained it.
 """
 
 
@@ -54,7 +54,7 @@ def runs_markdown(root: Path = EVAL_ROOT) -> str:
              "|---|---|---|---|---|---|---|"]
     for dataset in config.DATASETS:
         for path in sorted((root / dataset).glob("*.csv")):
-            if path.stem.endswith("_gamma"):
+            if path.stem.endswith(("_gamma", "_epochs")):
                 continue
             table = read_per_seed(dataset, path.stem, root=root)
             if not table.empty:

@@ -5,8 +5,7 @@
 - ``per_class``: a new random split per seed, ``train_per_class`` and ``val_per_class`` nodes
   of every class, the rest test (Amazon and Coauthor; SPEC.md "Data and protocol").
 
-Its own module so that editing preprocessing does not make trained seeds stale: a seed's
-fingerprint covers this file, not preprocess.py.
+Its numbers have their own version (``spec.COMPONENTS["splits"]``), part of every cell's spec.
 """
 from __future__ import annotations
 

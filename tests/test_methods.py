@@ -36,13 +36,20 @@ def test_entry_is_complete(name):
         assert 0 < mean < 100 and 0 < std < 10
 
 
-def test_a_seed_fingerprint_holds_the_entry_as_before_the_baselines():
-    """The fields added for the baselines act through the engine string and the hyperparameters
-    and stay out of the entry's repr (part of every seed's fingerprint): CAD-Net's seeds
-    trained before them stay valid."""
-    assert repr(REGISTRY["cadnet"]) == ("Method(name='cadnet', builder='pipeline.model:build_cadnet', fixed={"
-                                        "'transition': 'cad', 'propagation': 'steps', 'weighting': 'adaptive'}, "
-                                        "own_keys=(), paper=('table2', 'cadnet'), batched=True, label='CAD-Net (AdaCAD)')")
+def test_a_cells_code_identity_is_its_entrys_version_not_where_its_builder_lives(monkeypatch):
+    """The spec holds a method's network version and the settings its entry fixes, never the
+    builder's module path: moving or renaming the module keeps every seed."""
+    from dataclasses import replace
+
+    from conftest import SHIPPED_PARAMS
+    from pipeline import spec
+
+    before = spec.cell_spec(SHIPPED_PARAMS, "cora", "cadnet")
+    moved = replace(REGISTRY["cadnet"], builder="pipeline.models.cadnet:build")
+    monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": moved})
+    assert spec.cell_spec(SHIPPED_PARAMS, "cora", "cadnet") == before
+    monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": replace(moved, version=2)})
+    assert spec.cell_spec(SHIPPED_PARAMS, "cora", "cadnet")["code"]["network"] == 2
 
 
 def test_table3_rows_are_registry_methods_in_the_paper_order():
