@@ -34,9 +34,8 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.transforms import GDC
 from torch_geometric.utils import dropout_edge, remove_self_loops, scatter
 
-from pipeline.batched import BatchedCADNet
 from pipeline.config import ConfigError
-from pipeline.model import CADNetOutput
+from pipeline.seeds import NetOutput, StackedSeeds
 
 # MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -426,18 +425,15 @@ class OneSeed(torch.nn.Module):
         self.inputs = tuple(None if t is None else t.to(device) for t in self.inputs)
         return self
 
-    def forward(self) -> CADNetOutput:
+    def forward(self) -> NetOutput:
         log_probs = F.log_softmax(self.model(*self.inputs), dim=-1).unsqueeze(1)
         return _output(log_probs, _penalty(self.model, dict(self.model.named_parameters())).view(1))
 
 
-class SeedsSideBySide(torch.nn.Module):
-    """S copies of one baseline network: parameters stacked along a first seed axis, run by
-    one ``vmap`` over the shared inputs (each seed its own dropout masks)."""
-
-    SEED_AXIS: dict = {}  # every stacked parameter has the seed axis first
-    seed_slices = BatchedCADNet.seed_slices
-    restore_seed_slices = BatchedCADNet.restore_seed_slices
+class SeedsSideBySide(StackedSeeds):
+    """S copies of one baseline network: parameters stacked along a first seed axis (every
+    one: ``SEED_AXIS`` stays empty), run by one ``vmap`` over the shared inputs (each seed its
+    own dropout masks)."""
 
     def __init__(self, models: list[torch.nn.Module], inputs: tuple):
         super().__init__()
@@ -456,7 +452,7 @@ class SeedsSideBySide(torch.nn.Module):
         self.buffers_by_name = {k: v.to(device) for k, v in self.buffers_by_name.items()}
         return self
 
-    def forward(self) -> CADNetOutput:
+    def forward(self) -> NetOutput:
         template = self._template[0].train(self.training)
 
         def one_seed(params):
@@ -472,10 +468,10 @@ def _penalty(model: torch.nn.Module, params: dict[str, Tensor]) -> Tensor:
     return model.penalty(params) if hasattr(model, "penalty") else next(iter(params.values())).new_zeros(())
 
 
-def _output(log_probs: Tensor, penalties: Tensor) -> CADNetOutput:
+def _output(log_probs: Tensor, penalties: Tensor) -> NetOutput:
     """A baseline's prediction and loss terms [S]; no adaptive weight (gamma reported as 1)."""
     num_nodes, S = log_probs.shape[:2]
-    return CADNetOutput(log_probs, penalties, log_probs.new_ones(num_nodes, S))
+    return NetOutput(log_probs, penalties, log_probs.new_ones(num_nodes, S))
 
 
 def baseline_inputs(graph: dict, name: str, hp: dict) -> tuple:

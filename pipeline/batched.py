@@ -19,9 +19,9 @@ the readable reference):
   best-validation-loss model selection and early stopping: a stopped seed is frozen (its
   parameters restored after each optimiser step) while the others go on.
 
-Each seed draws its dropout masks from its own random stream (:class:`SeedStreams`), so a
-seed's result does not depend on which seeds share its chunk, nor on the chunk size: a run of
-10 seeds repeats seeds 0-9 of a run of 100, and a resumed run repeats an uninterrupted one.
+Each seed draws its dropout masks from its own random stream (:class:`pipeline.seeds.SeedStreams`),
+so a seed's result does not depend on which seeds share its chunk, nor on the chunk size: a run
+of 10 seeds repeats seeds 0-9 of a run of 100, and a resumed run repeats an uninterrupted one.
 """
 from __future__ import annotations
 
@@ -31,51 +31,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline.model import AdaCAD, CADNet, CADNetOutput, adaptive_weight, transition_from_similarity
+from pipeline.model import AdaCAD, CADNet, adaptive_weight, transition_from_similarity
+from pipeline.seeds import NetOutput, SeedStreams, StackedSeeds, dropout
 
 BYTES_PER_FLOAT = 4
 # CSR products are what this module is built on; torch's "beta" notice would repeat every run.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-
-
-class SeedStreams:
-    """One random stream per seed, for the dropout masks of a chunk of seeds.
-
-    Stream s is a ``torch.Generator`` seeded with ``DROPOUT_STREAM_OFFSET + s``: offset so that
-    it is not the stream that drew seed s's initial weights (``torch.manual_seed(s)``).
-    """
-
-    def __init__(self, seeds: list[int], device: torch.device | str = "cpu"):
-        self.seeds = list(seeds)
-        self.to(device)
-
-    def to(self, device) -> "SeedStreams":
-        self.device = torch.device(device)
-        self.generators = [torch.Generator(self.device).manual_seed(DROPOUT_STREAM_OFFSET + s) for s in self.seeds]
-        return self
-
-    def uniform(self, shape: tuple[int, ...], seed_dim: int) -> Tensor:
-        """A uniform [0, 1) draw of ``shape`` from each seed's stream, stacked at ``seed_dim``."""
-        draws = [torch.rand(shape, generator=g, device=self.device) for g in self.generators]
-        return torch.stack(draws, dim=seed_dim)
-
-
-DROPOUT_STREAM_OFFSET = 1_000_003
-
-
-def dropout(x: Tensor, p: float, streams: SeedStreams, seed_dim: int = 1) -> Tensor:
-    """Training-mode dropout, as ``F.dropout`` (keep w.p. 1 - p, scale by 1 / (1 - p)), each
-    seed's slice of ``x`` (along ``seed_dim``) masked from its own stream.
-
-    Written by hand because ``F.dropout`` draws from the global stream, shared by the chunk,
-    and with ``bernoulli_``, which on CPU took about 3x as long as a uniform draw and a
-    comparison for the same mask (13 ms vs 4.7 ms for 1.2M values, measured here).
-    """
-    if p == 0.0:
-        return x
-    per_seed_shape = x.shape[:seed_dim] + x.shape[seed_dim + 1:]
-    keep = streams.uniform(per_seed_shape, seed_dim) >= p
-    return x * keep * (1.0 / (1.0 - p))
 
 
 class StackedSparseFeatures:
@@ -314,13 +275,13 @@ class _BlockDiagonalSteps(torch.autograd.Function):
         return grad, grad_values, None, None, None
 
 
-class BatchedCADNet(torch.nn.Module):
+class BatchedCADNet(StackedSeeds):
     """S copies of :class:`pipeline.model.CADNet` with stacked parameters.
 
     Built from S single-seed models, so each seed starts from the single-seed path's weights;
     the aggregation is the same :class:`pipeline.model.AdaCAD` operator, run on a
     :class:`BlockDiagonalGraph` with the seeds' learned parameters stacked. The forward pass
-    returns :class:`CADNetOutput` with shapes ``[N, S, C]``, ``[S]``, ``[N, S]``.
+    returns :class:`NetOutput` with shapes ``[N, S, C]``, ``[S]``, ``[N, S]``.
     """
 
     # the seed axis of each parameter, where it is not the first (for freezing stopped seeds)
@@ -365,34 +326,15 @@ class BatchedCADNet(torch.nn.Module):
         F_in, S, H = self.w1.shape
         return torch.sparse.mm(self.x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
 
-    def forward(self) -> CADNetOutput:
+    def forward(self) -> NetOutput:
         """The single-seed forward pass (:class:`pipeline.model.CADNet`) for every seed."""
         hidden = F.leaky_relu(self._first_layer() + self.b1, self.cfg.leak_slope)
         hidden = self._dropout(hidden, "hidden")
         logits = torch.einsum("nsh,shc->nsc", hidden, self.w2) + self.b2
         self_term = self._dropout(logits, "logits")
         z, node_entropy, gamma = self.aggregate(logits, self_term, self.graph)
-        return CADNetOutput(F.log_softmax(z, dim=-1), self.cfg.lambda_ent * node_entropy.mean(0), gamma)
+        return NetOutput(F.log_softmax(z, dim=-1), self.cfg.lambda_ent * node_entropy.mean(0), gamma)
 
-    def seed_slices(self, seeds: Tensor) -> list[Tensor]:
-        """Copies of the given seeds' parameters (to restore frozen seeds after a step)."""
-        return [p.detach().index_select(self.SEED_AXIS.get(n, 0), seeds).clone() for n, p in self.named_parameters()]
-
-    def restore_seed_slices(self, seeds: Tensor, saved: list[Tensor]) -> None:
-        with torch.no_grad():
-            for (name, param), values in zip(self.named_parameters(), saved):
-                param.index_copy_(self.SEED_AXIS.get(name, 0), seeds, values)
-
-
-def masked_nll(log_probs: Tensor, y: Tensor, mask: Tensor) -> Tensor:
-    """Per-seed mean NLL over each seed's own node set: ``[N, S, C]``, ``[N]``, ``[N, S]`` -> ``[S]``."""
-    picked = log_probs.gather(-1, y.view(-1, 1, 1).expand(-1, log_probs.size(1), 1)).squeeze(-1)
-    return -(picked * mask).sum(0) / mask.sum(0)
-
-
-def masked_accuracy(log_probs: Tensor, y: Tensor, mask: Tensor) -> Tensor:
-    correct = (log_probs.argmax(-1) == y.view(-1, 1)) & mask
-    return correct.sum(0) / mask.sum(0)
 
 
 def estimate_peak_bytes(nodes: int, directed_edges: int, features: int, feature_nnz: int,

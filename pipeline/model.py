@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +27,8 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.inits import glorot
 from torch_geometric.transforms import GDC
 from torch_geometric.utils import degree, remove_self_loops, scatter, softmax
+
+from pipeline.seeds import NetOutput
 
 ENTROPY_EPS = 1e-15  # as in the authors' code: keeps log() finite for p = 0
 
@@ -380,12 +381,6 @@ def glorot_(tensor: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------- the network
 
 
-class CADNetOutput(NamedTuple):
-    log_probs: Tensor  # [N, S, C] log_softmax(Z_AdaCAD): the prediction
-    regularizer: Tensor  # [S] the method's loss terms besides the NLL: lambda_ent * mean H(p_i)
-    gamma: Tensor  # [N, S] adaptive weights
-
-
 @dataclass(frozen=True)
 class CADNetConfig:
     """Everything that shapes the network, passed whole (params.yaml keys of the same names)."""
@@ -428,14 +423,14 @@ class CADNet(torch.nn.Module):
             return sparse_dropout(x, self.cfg.p_drop, self.training)
         return F.dropout(x, self.cfg.p_drop, self.training)
 
-    def forward(self, x: Tensor, graph: EdgeListGraph) -> CADNetOutput:
+    def forward(self, x: Tensor, graph: EdgeListGraph) -> NetOutput:
         x = self._dropout(x, "input")
         hidden = F.leaky_relu(_linear(x, self.embed1), self.cfg.leak_slope)
         hidden = self._dropout(hidden, "hidden")
         logits = self.embed2(hidden).unsqueeze(1)  # one seed: [N, 1, C]
         self_term = self._dropout(logits, "logits")
         z, node_entropy, gamma = self.aggregate(logits, self_term, graph)
-        return CADNetOutput(F.log_softmax(z, dim=-1), self.cfg.lambda_ent * node_entropy.mean(0), gamma)
+        return NetOutput(F.log_softmax(z, dim=-1), self.cfg.lambda_ent * node_entropy.mean(0), gamma)
 
 
 def _linear(x: Tensor, layer: torch.nn.Linear) -> Tensor:

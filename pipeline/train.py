@@ -48,11 +48,12 @@ from joblib import Parallel, delayed, effective_n_jobs
 
 from pipeline import config, plan, progress
 from pipeline.check import resolve_device_name
-from pipeline.batched import estimate_peak_bytes, masked_accuracy, masked_nll
+from pipeline.batched import estimate_peak_bytes
 from pipeline.files import meant_name, save_torch, write_csv_atomic, write_text_atomic
 from pipeline.methods import REGISTRY
 from pipeline.paths import EVAL_ROOT, LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
+from pipeline.seeds import masked_accuracy, masked_nll
 from pipeline.spec import current_spec, seed_identity
 from pipeline.splits import split_masks
 from pipeline.tables import epoch_summary, gamma_histogram, per_seed_table

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.batched import (BatchedCADNet, BlockDiagonalGraph, SeedStreams, StackedSparseFeatures, estimate_peak_bytes,
-                              masked_nll)
+from pipeline.batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures, estimate_peak_bytes
+from pipeline.seeds import SeedStreams
 from pipeline.methods import REGISTRY
 from pipeline.model import CADNet, CADNetConfig, EdgeListGraph
 from pipeline.train import build_net, train_chunk, train_seed
@@ -152,14 +152,6 @@ def test_frozen_seed_is_restored_exactly():
     assert not torch.allclose(net.aggregate.att_source[0], before["aggregate.att_source"][0])
 
 
-def test_masked_nll_per_seed_by_hand():
-    log_probs = torch.log(torch.tensor([[[0.5, 0.5], [0.25, 0.75]], [[0.9, 0.1], [0.2, 0.8]]]))  # [N=2, S=2, C=2]
-    y = torch.tensor([0, 1])
-    mask = torch.tensor([[True, True], [False, True]])
-    expected = torch.tensor([-np.log(0.5), -(np.log(0.25) + np.log(0.8)) / 2], dtype=torch.float32)
-    torch.testing.assert_close(masked_nll(log_probs, y, mask), expected)
-
-
 def test_memory_estimate_grows_linearly_in_seeds():
     sizes = dict(nodes=2708, directed_edges=13264, features=1433, feature_nnz=49216, classes=7, hidden=64, K=6)
     one, ten = estimate_peak_bytes(**sizes, seeds=1), estimate_peak_bytes(**sizes, seeds=10)
@@ -237,16 +229,3 @@ def test_stacked_features_gradient_equals_autograd_of_sparse_product():
         w = weight.detach()[:, s].clone().requires_grad_(True)
         (torch.sparse.mm(graph["x"], w) * upstream[:, s]).sum().backward()
         torch.testing.assert_close(weight.grad[:, s], w.grad)
-
-
-def test_dropout_keeps_the_expected_share_and_scales_kept_values():
-    from pipeline.batched import dropout
-
-    x = torch.ones(100_000, 2)
-    out = dropout(x, 0.3, SeedStreams([0, 1]))
-    kept = out != 0
-    assert kept.float().mean().item() == pytest.approx(0.7, abs=0.005)
-    assert torch.allclose(out[kept], torch.full_like(out[kept], 1 / 0.7))
-    assert not torch.equal(kept[:, 0], kept[:, 1])  # each seed its own mask
-    assert torch.equal(kept[:, 1], dropout(x[:, 1:], 0.3, SeedStreams([1]))[:, 0] != 0)  # whatever its chunk
-    assert dropout(x, 0.0, SeedStreams([0, 1])) is x

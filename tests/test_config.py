@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PROJECT_ROOT, SHIPPED_PARAMS, read_params, shipped_params_text, with_variants_in_selection, write_params
+from conftest import PROJECT_ROOT, SHIPPED_PARAMS, shipped_params_text, with_variants_in_selection, write_params
 from pipeline import config
 from pipeline.methods import BASELINES, REGISTRY
 from pipeline.config import ConfigError

@@ -18,7 +18,8 @@ import torch
 
 from conftest import PROJECT_ROOT, SHIPPED_PARAMS, train_cell, update_params
 from pipeline import config, preprocess, spec, train
-from pipeline.batched import BatchedCADNet, SeedStreams, dropout
+from pipeline.batched import BatchedCADNet
+from pipeline.seeds import SeedStreams, dropout
 from pipeline.files import save_torch
 from pipeline.paths import FEATURES_AS_READ
 from pipeline.methods import REGISTRY
@@ -88,7 +89,7 @@ def test_each_seed_trains_and_is_scored_on_its_own_split():
     """With a split per seed (Amazon/Coauthor), seed s of a chunk sees split_masks(..., s): its
     first-epoch training loss is that of its initial network on its own training nodes (lr so
     small that the one step before the eval pass changes nothing measurable)."""
-    from pipeline.batched import masked_nll
+    from pipeline.seeds import masked_nll
 
     graph = synthetic_graph(3)
     hp = hparams(split="per_class", lr=1e-9, lr_drop_every=0, weight_decay=0.0, epochs=1, p_drop=0.0)
