@@ -1,8 +1,8 @@
 """dvc.yaml against the code: each stage lists, as file dependencies, the pipeline modules its
 command imports, so that `dvc repro` reruns a stage whose code changed; a module left out here
 must be bookkeeping that cannot change a stage's outputs. A cell's train and evaluate stages are
-the exception: their cell's spec (pipeline/spec.py) stands for their code and settings, so they
-list it and the data they read, and nothing else."""
+the exception: their cell's spec (pipeline/spec.py) stands for their code, settings and graph, so
+they list it and a committed file of the stage before them (the order), and nothing else."""
 from __future__ import annotations
 
 import ast
@@ -66,7 +66,7 @@ def test_a_stage_depends_on_the_code_it_runs(name):
 def test_a_cells_stages_depend_on_its_spec_and_the_data_they_read_only(name):
     stage = stages()[name]
     spec = "data/specs/${item.dataset}/${item.method}.json"
-    data = "data/processed/${item.dataset}" if name.startswith("train") else "reports/eval/${item.dataset}/${item.method}.csv"
+    data = "reports/data/${item.dataset}.json" if name.startswith("train") else "reports/eval/${item.dataset}/${item.method}.csv"
     assert stage["deps"] == [spec, data] and "params" not in stage
 
 
