@@ -45,8 +45,8 @@ def resolve_device_name(name: str) -> str:
 
 def plan_lines(params: dict, device: str) -> list[str]:
     cells = config.cells(params)
-    lines = [f"dvc repro will train {len(config.trained_cells(params))} cells on {device}; seeds already trained with the same "
-             f"settings are reused (each train stage says how many), so these times are upper bounds:"]
+    lines = [f"the selection trains {len(config.trained_cells(params))} cells on {device}: `dvc repro` trains a cell only where "
+             f"its spec moved, and reuses the seeds already trained under it, so these times are upper bounds:"]
     total, unknown, elsewhere = 0.0, 0, 0
     memory = plan.machine_memory_bytes() if device == "cpu" else None
     baselines = config.baseline_methods(params)

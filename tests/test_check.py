@@ -18,7 +18,7 @@ def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values
     check.main([])
     first = (workdir / CHECKED_FILE).read_text()
     err = capsys.readouterr().err
-    assert "dvc repro will train 1 cells on cpu" in err and "cora/cadnet: 7 seeds" in err
+    assert "the selection trains 1 cells on cpu" in err and "cora/cadnet: 7 seeds" in err
     update_params(workdir, runs=9, beta=0.5)
     check.main([])
     assert (workdir / CHECKED_FILE).read_text() == first  # downstream stages see no change

@@ -157,7 +157,8 @@ def test_repro_writes_every_output(project):
     assert "\r" not in log and "\x1b[" not in log, log[-2000:]
     assert len(log) < 20_000, len(log)
     assert f"ind.cora.x: copied from {project.env['CADNET_MIRROR']}" in log, log[-3000:]  # CADNET_MIRROR's files
-    assert "dvc repro will train 6 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
+    assert "the selection trains 6 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
+    assert "7 cells' specs moved" in log and "cora/cadnet: new cell" in log, log[-3000:]  # one at 0 seeds
     assert f"train cora/cadnet: {RUNS} seeds, 0 reused, {RUNS} to train" in log, log[-3000:]
     assert f"train cora/cadnet: {RUNS}/{RUNS} seeds (100%)" in log, log[-3000:]
 
@@ -464,7 +465,7 @@ def test_the_readmes_mirror_and_plan_commands(project, tmp_path):
     assert cells_trained(proc) == {}
     checked = project.run(*readme_command("python -m pipeline.check"))
     plan = checked.stdout + checked.stderr
-    assert "dvc repro will train" in plan and "cora/cadnet" in plan, plan
+    assert "the selection trains" in plan and "cora/cadnet" in plan, plan
 
 
 def test_the_readmes_figure_commands_redraw_and_show_the_figures_offline(project):
@@ -521,6 +522,14 @@ def test_resumed_seed_matches_uninterrupted_run(project):
 
 
 
+# The README's DVC remote: the seed files added and pushed on one machine, pulled on another.
+REMOTE_COMMANDS = (
+    'dvc remote add -d store "$HOME/dvc-store"',
+    "dvc add data/runs",
+    'git add .dvc/config data/runs.dvc && git commit -q -m "the seed files, on the DVC remote"',
+    "dvc push",
+    "dvc pull",
+)
 # Every command the README gives to run (tests/test_readme.py holds this list equal to the
 # README's). The first two are .ci/run's (tests/test_readme.py holds them to it); the tests of
 # this file run every other one, verbatim, through readme_command.
@@ -543,6 +552,8 @@ README_COMMANDS = (
     "dvc metrics diff",
     "git checkout params.yaml reports/",
     "git checkout params.yaml",
+    "dvc repro --dry --allow-missing",
+    *REMOTE_COMMANDS,
 )
 
 
@@ -568,3 +579,35 @@ def test_the_readmes_quick_look_runs_and_leaves_the_committed_results_alone(proj
     assert "cora.cadnet.test_acc.mean" in header and "citeseer.cadnet.test_acc.mean" in header and "runs" in header
     assert "rw.test_acc" not in header  # only the columns kept
     assert any(line.split("|")[-2].strip() == "10" for line in shown.splitlines()[2:]), shown  # the quick look's row
+
+
+def test_a_clone_lacks_only_the_raw_files_and_graphs_and_a_remote_brings_them_and_the_seeds(project, tmp_path):
+    """A clone holds every result: `dvc status` lists only the download and preprocess stages,
+    whose outputs DVC keeps out of git, and `dvc repro --dry --allow-missing` has nothing to run.
+    Then the README's remote, verbatim: the seed files added and pushed, a clone pulls the raw
+    files, the graphs and the seeds, is up to date, and trains none of its seeds again."""
+    project.git("checkout", "--", "params.yaml")
+    project.dvc("repro")  # whatever the tests before left
+    project.git("add", "-A")
+    project.git("commit", "-q", "--allow-empty", "-m", "the runs of the tests before")
+    clone = tmp_path / "clone"
+    project.run("git", "clone", "-q", str(project.root), str(clone))
+    cloned = Project(clone, project.env)
+    status = json.loads(cloned.dvc("status", "--json").stdout)
+    assert {stage.split("@")[0] for stage in status} == {"download", "preprocess"}, status
+    assert "Data and pipelines are up to date." in cloned.run(*readme_command("dvc repro --dry --allow-missing")).stdout
+
+    home = tmp_path / "home"
+    home.mkdir()
+    for root, commands in ((project.root, REMOTE_COMMANDS[:-1]), (tmp_path / "pulled", REMOTE_COMMANDS[-1:])):
+        if root != project.root:
+            project.run("git", "clone", "-q", str(project.root), str(root))
+        script = "\n".join(c for c in commands if readme_command(c))  # each as the README writes it
+        proc = subprocess.run(["bash", "-e", "-c", script], cwd=root, env=dict(project.env, HOME=str(home)),
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    pulled = Project(tmp_path / "pulled", project.env)
+    assert "Data and pipelines are up to date." in pulled.dvc("status").stdout
+    proc = pulled.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
+    assert f"train cora/cadnet: {RUNS} seeds, {RUNS} reused, 0 to train" in proc.stderr, proc.stderr[-2000:]
+
