@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+import yaml
+
 from conftest import PROJECT_ROOT
 
 # What a clone lacks: the download and preprocess stages' outputs (DVC-cached, not in git)
@@ -53,3 +55,14 @@ def test_the_committed_lock_records_the_committed_code_params_and_reports():
     listed = "; ".join(f"{stage}: {', '.join(changes)}" for stage, changes in sorted(found.items())[:5])
     assert not found, (f"dvc.lock disagrees with the repository in {len(found)} stages ({listed}); "
                        f"run `dvc repro` and commit dvc.lock with what it wrote")
+
+
+def test_the_lock_holds_the_stages_of_dvc_yaml_and_no_others():
+    """DVC keeps the entry of a stage that left dvc.yaml (a method moved to another study, say);
+    such an entry records nothing that runs, so the lock is kept free of them."""
+    proc = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recorded = set(yaml.safe_load((PROJECT_ROOT / "dvc.lock").read_text())["stages"])
+    stale = sorted(recorded - set(proc.stdout.split()))
+    assert not stale, f"dvc.lock holds {len(stale)} entries of stages dvc.yaml no longer has ({', '.join(stale[:4])}); delete them"
