@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PROJECT_ROOT, SHIPPED_PARAMS, train_cell, update_params
+from conftest import PROJECT_ROOT, SHIPPED_PARAMS, fake_record, train_cell, update_params
 from pipeline import config, preprocess, spec, train
 from pipeline.batched import BatchedCADNet
 from pipeline.seeds import SeedStreams, dropout
@@ -723,3 +723,24 @@ def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie is gone already
 
     _wait_for(lambda: not any(alive(pid) for pid in pids()), 30)
+
+
+@pytest.mark.parametrize("replace_with, fragment", [
+    (lambda: fake_record(0, 0.9, fingerprint="id"), "not seed 1 of cora/cadnet"),  # a copied seed file
+    (lambda: dict(fake_record(1, 0.9, fingerprint="id"), method="rw"), "not seed 1 of cora/cadnet"),  # another cell's
+    (lambda: fake_record(1, 0.9, fingerprint="other"), "under its spec"),  # other settings
+    (lambda: None, "missing"),
+])
+def test_the_tables_are_written_from_the_cells_own_seeds_only(tmp_path, replace_with, fragment):
+    """What train reads back to write the tables: seed 1's file replaced is one line naming it,
+    never a row counted twice or of other settings."""
+    for seed in range(2):
+        torch.save(fake_record(seed, 0.8, fingerprint="id"), tmp_path / f"seed_{seed:03d}.pt")
+    assert [r["seed"] for r in train.load_records(tmp_path, "cora", "cadnet", 2, "id")] == [0, 1]
+    value = replace_with()
+    (tmp_path / "seed_001.pt").unlink()
+    if value is not None:
+        torch.save(value, tmp_path / "seed_001.pt")
+    with pytest.raises(train.TrainingError) as info:
+        train.load_records(tmp_path, "cora", "cadnet", 2, "id")
+    assert "seed_001.pt" in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
