@@ -26,7 +26,7 @@ from pipeline.files import write_text_atomic
 from pipeline.methods import REGISTRY
 from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE
 from pipeline.progress import duration
-from pipeline.spec import cell_spec, differences, read_spec, spec_file, spec_text
+from pipeline.spec import cell_spec, differences, spec_file, spec_text
 
 
 def resolve_device_name(name: str) -> str:
@@ -101,12 +101,14 @@ def write_specs(params: dict) -> list[str]:
     lines = []
     for dataset, method in config.cells(params):
         path = spec_file(dataset, method)
-        spec = cell_spec(params, dataset, method)
-        text = spec_text(spec)
-        if path.exists() and path.read_text() == text:
+        text = spec_text(cell_spec(params, dataset, method))
+        old = path.read_text() if path.exists() else None
+        if old == text:
             continue
-        old = read_spec(dataset, method) if path.exists() else None
-        moved = "new cell" if old is None else "; ".join(differences(old, json.loads(text)))
+        try:
+            moved = "new cell" if old is None else "; ".join(differences(json.loads(old), json.loads(text)))
+        except json.JSONDecodeError:
+            moved = "its old file was not a spec"
         lines.append(f"  {dataset}/{method}: {moved}")
         write_text_atomic(path, text)
     return lines

@@ -88,8 +88,9 @@ def main(argv: list[str]) -> None:
     if "citeseer" in variants["datasets"] and "rw" in variants["methods"] and DEFAULT_METHOD in params["methods"]:
         saved.append(save_figure(CURVES_ROOT, "citeseer_val_loss_cadnet_vs_rw",
                                  validation_loss_figure("citeseer", [DEFAULT_METHOD, "rw"])))
-    recorded = [(d, m) for d, m in config.trained_cells(params) if not epochs_of(d, m).empty]
-    write_cell_data("loss", recorded, mean_losses)
+    losses = {cell: mean_losses(*cell) for cell in config.trained_cells(params)}
+    recorded = [cell for cell, table in losses.items() if not table.empty]
+    write_cell_data("loss", recorded, lambda dataset, method: losses[(dataset, method)])
     print(f"wrote {len(saved)} figures to {CURVES_ROOT}/ and their data to {PLOT_DATA_ROOT}/loss/")
 
 

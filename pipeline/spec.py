@@ -4,16 +4,16 @@ A cell is one (dataset, method) pair. Its spec, ``data/specs/<dataset>/<method>.
 its resolved settings (the dataset's row of CAD-Net's table, the global overrides, what the
 method's registry entry fixes and its own keys), its number of seeds, how its seeds are batched
 where that changes their numbers, the raw files its graph is built from, and the *versions* of
-the code its numbers come from. The cell's train and evaluate stages depend on this file (and on
-the graph and table they read), on nothing else of params.yaml or of the code, so the spec is the one judge of what is stale: DVC
-reruns a cell exactly when its spec changed, and a seed file is reused exactly when it was
+the code its numbers come from. The cell's train and evaluate stages depend on this file and on
+one committed output of the stage before them, on nothing else of params.yaml or of the code,
+so the spec is the one judge of what is stale: DVC reruns a cell exactly when its spec changed, and a seed file is reused exactly when it was
 trained under the same spec (:func:`seed_identity`; the number of seeds aside).
 
 Code identity is a version, not a hash of source files: moving a function to another module,
 renaming a module or rewording a docstring leaves every version, and so every spec and every
 trained seed, as it was. A change that makes a piece of code compute other numbers must bump
 that piece's version: its method's ``version`` in the registry (:mod:`pipeline.methods`) for
-its network, or the shared component's in :data:`COMPONENTS`. ``tests/test_golden.py`` trains
+its network, or the shared component's in :data:`COMPONENTS`. ``tests/test_spec.py`` trains
 every method on a tiny graph and fails when its numbers move while its versions did not.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pipeline.paths import SPECS_ROOT
 # The shared code behind every cell's numbers, each with the version of what it computes.
 COMPONENTS = {
     # pipeline.train's loop: Adam/SGD and the lr schedule, one step and one eval pass per
-    # epoch, early stopping, model selection, the loss and accuracy of pipeline.batched
+    # epoch, early stopping, model selection, the per-seed loss and accuracy of pipeline.seeds
     "loop": 1,
     "splits": 1,  # pipeline.splits: which nodes train, validate and test for each seed
     "graph": 1,  # pipeline.preprocess: graph.pt (edges, self-loops, features) from the raw files

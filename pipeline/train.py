@@ -512,14 +512,12 @@ def main(argv: list[str]) -> None:
     dataset, method = config.cell_args(argv, "train")
     where = f"{dataset}/{method}"
     params = config.load_params()
-    hp = config.hparams_for(params, dataset, method)
+    hp = config.hparams_for(params, dataset, method)  # with the cell's own seed_chunk, which sizes its chunks
     device = resolve_device(params.get("device", "auto"))
-    runs, engine = config.runs_for(params, dataset, method), params.get("engine", "batched")
-    if not REGISTRY[method].batched:
-        engine = "single"
 
     # every check that can fail comes before any seed file is touched
     spec = current_spec(params, dataset, method)
+    runs, engine = spec["runs"], spec["engine"]
     rule = features_rule(params, dataset, hp)
     graph = load_cell_graph(dataset, rule)
     split_masks(graph, hp, 0)

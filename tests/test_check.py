@@ -203,3 +203,16 @@ def test_the_plans_total_says_how_many_cells_it_costs_from_another_kind_of_machi
     check.main([])
     assert capsys.readouterr().err.splitlines()[-1] == (
         "  all cells: ~4 s at the committed run's speed, 1 cells of it from another kind of machine's figures")
+
+
+def test_a_spec_file_that_is_not_a_spec_is_written_again(workdir, capsys):
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, variants=NO_VARIANTS, baselines=NO_VARIANTS,
+                  device="cpu")
+    check.main([])
+    path = workdir / spec_file("cora", "cadnet")
+    written = path.read_text()
+    path.write_text(written[:40])  # cut short
+    capsys.readouterr()
+    check.main([])
+    assert path.read_text() == written
+    assert "  cora/cadnet: its old file was not a spec\n" in capsys.readouterr().err
