@@ -9,11 +9,12 @@ that no stage lists, or ``true`` turned into ``1`` (DVC compares param values wi
 Its output holds the same line whatever the values, so it never makes a later stage rerun:
 each of those reruns for the params it lists itself.
 
-It also writes each cell's spec (:mod:`pipeline.spec`) to ``data/specs/<dataset>/<method>.json``:
-its resolved settings, seeds, data and code versions. That file is the one thing of params.yaml
-and of the code that the cell's train and evaluate stages depend on, so a value reruns exactly
-the cells whose spec it changes: ``-S hparams.cora.beta=0.9`` Cora's CAD-Net family,
-``-S baselines.runs.photo.gat=25`` Photo's GAT, a docstring or a moved function none.
+It also writes each cell's spec (:mod:`pipeline.spec`) to ``data/specs/<dataset>/<method>/
+<cell>.json``: its resolved settings, seeds, data and code versions. A family's folder of specs is
+the one thing of params.yaml and of the code that its train and evaluate stages depend on, so a
+value reruns exactly the families whose specs it changes, and train retrains the cells among
+them whose spec moved: ``-S hparams.cora.beta=0.9`` Cora's CAD-Net cells,
+``-S studies.baselines.runs.photo.gat=25`` Photo's GAT, a docstring or a moved function none.
 """
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ from pathlib import Path
 from pipeline import config, plan
 from pipeline.files import write_text_atomic
 from pipeline.methods import REGISTRY
-from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE
+from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, SPECS_ROOT
 from pipeline.progress import duration
-from pipeline.spec import cell_spec, differences, spec_file, spec_text
+from pipeline.spec import INDEX_NAME, cell_spec, differences, family_dir, index_file, spec_file, spec_text
 
 
 def resolve_device_name(name: str) -> str:
@@ -44,21 +45,21 @@ def resolve_device_name(name: str) -> str:
 
 
 def plan_lines(params: dict, device: str) -> list[str]:
-    cells = config.cells(params)
     lines = [f"the selection trains {len(config.trained_cells(params))} cells on {device}: `dvc repro` trains a cell only where "
              f"its spec moved, and reuses the seeds already trained under it, so these times are upper bounds:"]
     total, unknown, elsewhere = 0.0, 0, 0
     memory = plan.machine_memory_bytes() if device == "cpu" else None
     baselines = config.baseline_methods(params)
-    for dataset, method in cells:
-        runs = config.runs_for(params, dataset, method)
+    for cell in config.cells(params):
+        dataset, method = cell.dataset, cell.method
+        runs = config.runs_for(params, cell)
         if runs == 0:
-            lines.append(f"  {dataset}/{method}: not run (runs 0)")
+            lines.append(f"  {cell}: not run (runs 0)")
             continue
         single = params.get("engine", "batched") == "single" or not REGISTRY[method].batched
         side_by_side = plan.workers_side_by_side(single, device, params.get("n_jobs", -1))
         measured = plan.measured_per_seed(dataset, method, device=device, baselines=baselines)
-        lines.append(f"  {dataset}/{method}: {runs} seeds, "
+        lines.append(f"  {cell}: {runs} seeds, "
                      + plan.estimate(dataset, method, runs, measured=measured, side_by_side=side_by_side))
         warning = plan.memory_warning(dataset, method, memory)
         if warning:
@@ -81,36 +82,50 @@ def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None
     from pipeline.train import peak_bytes_of, sizes_from_counts  # the train stage's own estimate
 
     budget = params.get("memory_budget_gb", 6)
-    for dataset, method in config.trained_cells(params):
+    for cell in config.trained_cells(params):
+        dataset, method = cell.dataset, cell.method
         path = data_root / f"{dataset}.json"
         counts = json.loads(path.read_text()) if path.exists() else {}
         if not {"nodes", "directed_edges", "features", "classes"} <= set(counts):
             continue
-        hp = config.hparams_for(params, dataset, method)
+        hp = config.cell_hparams(params, cell)
         sizes = sizes_from_counts(hp, nodes=counts["nodes"], directed_edges=counts["directed_edges"],
                                   features=counts["features"], feature_nnz=0, classes=counts["classes"])
         one_seed = peak_bytes_of(sizes, hp, 1)
         if one_seed > budget * 2**30:
             raise config.ConfigError(f"memory_budget_gb: {budget} GB is below the estimated peak of one seed of "
-                                     f"{dataset}/{method} (at least {one_seed / 2**30:.3g} GB); raise it")
+                                     f"{cell} (at least {one_seed / 2**30:.3g} GB); raise it")
 
 
-def write_specs(params: dict) -> list[str]:
-    """Each selected cell's spec, rewritten only where it changed; one line per cell whose spec
-    is new or moved, saying what moved (the cells whose stages `dvc repro` will rerun)."""
+def write_specs(params: dict, root: Path = SPECS_ROOT) -> list[str]:
+    """Each family's specs and index, rewritten only where they changed (a file of a cell that
+    left the family is removed); one line per cell whose spec is new or moved or that left,
+    saying what moved (the families whose stages `dvc repro` will rerun)."""
     lines = []
-    for dataset, method in config.cells(params):
-        path = spec_file(dataset, method)
-        text = spec_text(cell_spec(params, dataset, method))
-        old = path.read_text() if path.exists() else None
-        if old == text:
-            continue
-        try:
-            moved = "new cell" if old is None else "; ".join(differences(json.loads(old), json.loads(text)))
-        except json.JSONDecodeError:
-            moved = "its old file was not a spec"
-        lines.append(f"  {dataset}/{method}: {moved}")
-        write_text_atomic(path, text)
+    for dataset in params["datasets"]:
+        for method in params["methods"]:
+            cells = config.family(params, dataset, method)
+            for cell in cells:
+                path = spec_file(dataset, method, cell.name, root)
+                text = spec_text(cell_spec(params, cell))
+                old = path.read_text() if path.exists() else None
+                if old == text:
+                    continue
+                try:
+                    moved = "new cell" if old is None else "; ".join(differences(json.loads(old), json.loads(text)))
+                except json.JSONDecodeError:
+                    moved = "its old file was not a spec"
+                lines.append(f"  {cell}: {moved}")
+                write_text_atomic(path, text)
+            names = {f"{cell.name}.json" for cell in cells} | {INDEX_NAME}
+            for path in sorted(family_dir(dataset, method, root).glob("*.json")):
+                if path.name not in names:
+                    lines.append(f"  {dataset}/{method}/{path.stem}: no longer a cell of the studies")
+                    path.unlink()
+            index = json.dumps([cell.name for cell in cells], indent=1) + "\n"
+            path = index_file(dataset, method, root)
+            if not path.exists() or path.read_text() != index:
+                write_text_atomic(path, index)
     return lines
 
 
@@ -121,7 +136,7 @@ def main(argv: list[str]) -> None:
     check_memory_budget(params)
     device = resolve_device_name(params.get("device", "auto"))
     moved = write_specs(params)
-    print("\n".join([f"{len(moved)} cells' specs moved; dvc repro reruns their stages:" if moved else
+    print("\n".join([f"{len(moved)} cells' specs moved; dvc repro reruns their families' stages:" if moved else
                       "no cell's spec moved", *moved]), file=sys.stderr)
     print("\n".join(plan_lines(params, device)), file=sys.stderr)
     CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)

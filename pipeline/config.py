@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import math
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -34,21 +35,26 @@ ENGINES = ("batched", "single")
 TRANSITIONS = ("cad", "rw", "symna", "gat", "tf")
 PROPAGATIONS = ("steps", "ppr", "heat")
 WEIGHTINGS = ("adaptive", "none")
-# Studies besides the main one (datasets x methods): each its own datasets, methods and runs,
-# trained by train_<study>@<dataset>-<method> stages (dvc.yaml).
-STUDIES = ("variants", "baselines")
-STUDY_KEYS = {"variants": ("datasets", "methods", "runs"),
-              "baselines": ("datasets", "methods", "runs", "protocol")}
-# baselines.protocol.<dataset>: how every baseline trains on that dataset, where the method's
+# A study (params.yaml `studies.<name>`): the datasets and methods it trains, its seeds, and
+# optionally a grid of settings, each of its values a cell of its own (pipeline.config.Cell)
+STUDY_KEYS = ("datasets", "methods", "runs", "grid")
+STUDY_NAME = re.compile(r"[a-z][a-z0-9_]*")
+# The studies whose cells Tables 2 and 3 of the paper report (pipeline.stats reads them by
+# (dataset, method), so a method is in one of them at most): CAD-Net's own row, its variants
+# (Table 3, appendix B.3) and the baselines of Table 2
+TABLE_STUDIES = ("main", "variants", "baselines")
+# A grid sweeps what a cell computes, not how its data is built (graph.pt's self-loops) or batched
+NOT_IN_A_GRID = ("self_loops", "seed_chunk")
+# baseline_protocol.<dataset>: how every baseline trains on that dataset, where the method's
 # own per-dataset keys (method_hparams.<method>.<dataset>) do not say otherwise
 BASELINE_PROTOCOL_KEYS = ("normalize_features", "epochs", "early_stop_window")
-TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "runs_by_dataset", *STUDIES, "device", "engine", "seed_chunk",
+TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "studies", "baseline_protocol", "device", "engine", "seed_chunk",
                   "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
 # The top-level keys that must be written, with the global overrides of TABLE_RULES: dvc.yaml's
 # matrices and params deps read some (DVC fails on a missing one only after deleting that stage's
 # outputs, so the check stage requires them first; tests/test_dvc_yaml.py holds that), and
 # `dvc exp run -S key=value` can set only a key that is written.
-DVC_READS = ("datasets", "methods", *STUDIES, "engine", "hparams", "method_hparams")
+DVC_READS = ("datasets", "methods", "studies", "engine", "hparams", "method_hparams")
 
 # One rule per hyperparameter of CAD-Net's table: (check, description of the allowed values).
 # Every row of `hparams` has all of them; each has a global override of the same name.
@@ -217,10 +223,13 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     for key in ("datasets", "methods"):
         _check_names(key, params.get(key), DATASETS if key == "datasets" else METHODS, non_empty=True)
     _check_runs("runs", params.get("runs"))
-    params["runs_by_dataset"] = _check_runs_by_dataset("runs_by_dataset", params.get("runs_by_dataset"))
-    claimed = set(params["methods"])
-    for study in STUDIES:
-        _check_study(params, study, claimed)
+    studies = params.get("studies")
+    if not isinstance(studies, dict) or not studies:
+        raise ConfigError("studies: must map each study's name to its datasets, methods, runs and grid")
+    in_tables: dict[str, str] = {}
+    for name in studies:
+        _check_study(params, name, in_tables)
+    params["baseline_protocol"] = _check_protocol(params.get("baseline_protocol"))
     check_choice("device", params.get("device", "auto"), DEVICES)
     check_choice("engine", params.get("engine", "batched"), ENGINES)
     chunk = params.get("seed_chunk", "auto")
@@ -246,7 +255,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
         raise ConfigError("method_hparams: must be a mapping of method name to its hyperparameters")
     for name in own:
         check_choice("method_hparams", name, METHODS)
-    for _, method in cells(params):
+    for method in params["methods"]:
         if method not in own:  # where `dvc exp run -S method_hparams.<method>.<key>=...` writes
             raise ConfigError(f"method_hparams.{method}: missing; write `{method}: {{}}` under method_hparams "
                               f"where it has no keys of its own")
@@ -272,64 +281,77 @@ def _check_runs(where: str, runs: Any, lowest: int = 1) -> None:
         raise ConfigError(f"{where}: got {runs!r}; allowed values: an integer in [{lowest}, {MAX_RUNS}]{not_run}")
 
 
-def _check_study(params: dict, study: str, claimed: set[str]) -> None:
-    """A study besides the main one: `variants` (Table 3, appendix B.3) or `baselines` (the
-    Table 2 baselines, on their own datasets), each with its datasets, methods and runs.
-
-    A method belongs to one study only: each study's train stages write data/runs/<dataset>/
-    <method>, and one folder cannot be the output of two stages."""
-    keys = STUDY_KEYS[study]
-    spec = params.get(study)
-    if not isinstance(spec, dict) or set(spec) - set(keys):
-        raise ConfigError(f"{study}: must be a mapping with keys {', '.join(keys)}")
-    # dvc.yaml's matrices iterate over these lists and its train stages list baselines.protocol
-    for key in ("datasets", "methods", *(("protocol",) if study == "baselines" else ())):
-        if key not in spec:
-            raise ConfigError(f"{study}.{key}: missing; dvc.yaml's stages read it (an empty one: {'{}' if key == 'protocol' else '[]'})")
+def _check_study(params: dict, name: str, in_tables: dict[str, str]) -> None:
+    """One block of `studies`: its datasets and methods (those of the selection, the top-level
+    `datasets` and `methods`, train; the others are skipped), its runs, and its grid."""
+    if not STUDY_NAME.fullmatch(str(name)):
+        raise ConfigError(f"studies: {name!r} is not a study name; use lower-case letters, digits and _")
+    where = f"studies.{name}"
+    spec = params["studies"][name]
+    if not isinstance(spec, dict) or set(spec) - set(STUDY_KEYS):
+        raise ConfigError(f"{where}: must be a mapping with keys {', '.join(STUDY_KEYS)}")
     for key in ("datasets", "methods"):
-        _check_names(f"{study}.{key}", spec[key], DATASETS if key == "datasets" else METHODS)
-    for name in spec["datasets"]:
-        if name not in params["datasets"]:  # only selected datasets are downloaded and preprocessed
-            raise ConfigError(f"{study}.datasets: {name!r} is not in datasets; add it there or drop it here")
-    for name in spec["methods"]:
-        if name in claimed:
-            raise ConfigError(f"{study}.methods: {name!r} is also in another study; list each method in one study only")
-        claimed.add(name)
-    # a cell's runs may stay written while its method is dropped from the study (`-S 'variants.methods=[]'`)
-    kind = [m for m in METHODS if (m in BASELINES) == (study == "baselines") and m not in params["methods"]]
-    spec["runs"] = _check_runs_by_dataset(f"{study}.runs", spec.get("runs"), kind)
-    if study == "baselines":
-        spec["protocol"] = _check_protocol(spec.get("protocol"))
+        if key not in spec:
+            raise ConfigError(f"{where}.{key}: missing (an empty one: [])")
+        _check_names(f"{where}.{key}", spec[key], DATASETS if key == "datasets" else METHODS)
+    if name in TABLE_STUDIES:
+        for method in spec["methods"]:
+            if method in in_tables:
+                raise ConfigError(f"{where}.methods: {method!r} is also in studies.{in_tables[method]}; Tables 2 and 3 "
+                                  f"report each method from one of {', '.join(TABLE_STUDIES)}")
+            in_tables[method] = name
+    runs = spec.get("runs")
+    if _is_int(runs):
+        _check_runs(f"{where}.runs", runs, lowest=0)
+    else:  # a cell's runs may stay written while its method is dropped (`-S 'studies.variants.methods=[]'`)
+        spec["runs"] = _check_runs_by_dataset(f"{where}.runs", runs, list(METHODS))
+    spec["grid"] = _check_grid(where, spec.get("grid"))
+
+
+def _check_grid(where: str, grid: Any) -> dict:
+    """A study's grid: setting -> its values (a cell each; several settings: every combination)."""
+    grid = {} if grid is None else grid
+    if not isinstance(grid, dict):
+        raise ConfigError(f"{where}.grid: must map a setting to the list of its values")
+    for key, values in grid.items():
+        check_choice(f"{where}.grid", key, tuple(k for k in HPARAM_RULES if k not in NOT_IN_A_GRID))
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}.grid.{key}: got {values!r}; allowed values: a non-empty list (one per line)")
+        for value in values:
+            if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+                raise ConfigError(f"{where}.grid.{key}: {value!r} is not a number or a name; a grid sweeps those")
+            _check_hparam(f"{where}.grid.{key}", key, value)
+        if len(set(values)) < len(values):
+            raise ConfigError(f"{where}.grid.{key}: a value is listed twice; list each once")
+    return grid
 
 
 def _check_protocol(protocol: Any) -> dict:
-    """`baselines.protocol`: dataset -> {key: value} for keys of BASELINE_PROTOCOL_KEYS."""
+    """`baseline_protocol`: dataset -> {key: value} for keys of BASELINE_PROTOCOL_KEYS."""
     protocol = {} if protocol is None else protocol
     if not isinstance(protocol, dict):
-        raise ConfigError(f"baselines.protocol: must map a dataset to some of {', '.join(BASELINE_PROTOCOL_KEYS)}")
+        raise ConfigError(f"baseline_protocol: must map a dataset to some of {', '.join(BASELINE_PROTOCOL_KEYS)}")
     for name, values in protocol.items():
-        check_choice("baselines.protocol", name, DATASETS)
+        check_choice("baseline_protocol", name, DATASETS)
         if not isinstance(values, dict):
-            raise ConfigError(f"baselines.protocol.{name}: must map some of {', '.join(BASELINE_PROTOCOL_KEYS)} to values")
+            raise ConfigError(f"baseline_protocol.{name}: must map some of {', '.join(BASELINE_PROTOCOL_KEYS)} to values")
         for key, value in values.items():
-            check_choice(f"baselines.protocol.{name}", key, BASELINE_PROTOCOL_KEYS)
-            _check_hparam(f"baselines.protocol.{name}.{key}", key, value)
+            check_choice(f"baseline_protocol.{name}", key, BASELINE_PROTOCOL_KEYS)
+            _check_hparam(f"baseline_protocol.{name}.{key}", key, value)
     return protocol
 
 
-def _check_runs_by_dataset(where: str, runs: Any, methods: list[str] | None = None) -> dict:
-    """A mapping dataset -> number of runs (empty when absent). A study's (the ``methods`` it
-    may hold given) may also map a dataset to {method: runs} for some of them (the others use `runs`),
-    where 0 means the cell is not run (it stays in the DVC matrix, trains nothing, and the
-    tables say "not run")."""
-    runs = {} if runs is None else runs  # absent or written empty; 0 or "" is not a mapping
+def _check_runs_by_dataset(where: str, runs: Any, methods: list[str]) -> dict:
+    """A study's runs per dataset: dataset -> runs, or dataset -> {method: runs} for some of its
+    methods (the others, and the datasets not named, use the top-level `runs`). 0 means the cell
+    is not run: it stays in the DVC matrix, trains nothing, and the tables say "not run"."""
+    runs = {} if runs is None else runs  # absent or written empty; "" is not a mapping
     if not isinstance(runs, dict):
-        hint = " (others use `runs`)" if methods is None else ", or to {method: runs}"
-        raise ConfigError(f"{where}: must map a dataset to its number of runs{hint}")
+        raise ConfigError(f"{where}: must be a number of runs, or map a dataset to its runs or to {{method: runs}}")
     for name, value in runs.items():
         check_choice(where, name, DATASETS)
-        if methods is None or not isinstance(value, dict):
-            _check_runs(f"{where}.{name}", value)
+        if not isinstance(value, dict):
+            _check_runs(f"{where}.{name}", value, lowest=0)
             continue
         for method, count in value.items():
             check_choice(f"{where}.{name}", method, methods)
@@ -337,19 +359,76 @@ def _check_runs_by_dataset(where: str, runs: Any, methods: list[str] | None = No
     return runs
 
 
+class Cell(NamedTuple):
+    """The unit of work: one study's (dataset, method) at one point of its grid. Cells of one
+    (dataset, method) are that pair's family: one train stage and one evaluate stage each
+    (train@<dataset>-<method>), a file per cell in them, named by :attr:`name`."""
+    study: str
+    dataset: str
+    method: str
+    setting: tuple = ()  # ((key, value), ...): the study's grid values, in the grid's order
+
+    @property
+    def name(self) -> str:
+        """``main``, ``beta-beta=0.65``: the study, then each grid value."""
+        return self.study + "".join(f"-{key}={value}" for key, value in self.setting)
+
+    def __str__(self) -> str:
+        return f"{self.dataset}/{self.method}/{self.name}"
+
+
+def cells(params: dict) -> list[Cell]:
+    """Every cell the studies train on the selected datasets and methods, study by study in
+    params.yaml's order, then in each study's order of datasets, methods and grid values."""
+    found = []
+    for study, spec in params["studies"].items():
+        grid = [[(key, value) for value in values] for key, values in spec["grid"].items()]
+        for dataset in spec["datasets"]:
+            for method in spec["methods"]:
+                if dataset in params["datasets"] and method in params["methods"]:
+                    found += [Cell(study, dataset, method, setting) for setting in itertools.product(*grid)]
+    return found
+
+
+def family(params: dict, dataset: str, method: str) -> list[Cell]:
+    """The cells of one (dataset, method): what its train and evaluate stages compute."""
+    return [cell for cell in cells(params) if (cell.dataset, cell.method) == (dataset, method)]
+
+
+def trained_cells(params: dict) -> list[Cell]:
+    """The cells of :func:`cells` with at least one run: the ones the tables report."""
+    return [cell for cell in cells(params) if runs_for(params, cell) > 0]
+
+
+def table_cells(params: dict, trained: bool = True) -> dict[tuple[str, str], Cell]:
+    """The cells (``trained``: with at least one run) of the studies of Tables 2 and 3 (each
+    without a grid), by (dataset, method): the reports of those tables read them so."""
+    return {(c.dataset, c.method): c for c in (trained_cells(params) if trained else cells(params))
+            if c.study in TABLE_STUDIES and not c.setting}
+
+
+def table_cell_name(params: dict, method: str) -> str:
+    """The name of ``method``'s cells in Tables 2 and 3: the study of TABLE_STUDIES that lists it."""
+    for study in TABLE_STUDIES:
+        if method in (params["studies"].get(study) or {}).get("methods", []) and not params["studies"][study]["grid"]:
+            return study
+    raise ConfigError(f"{method}: in none of the studies {', '.join(TABLE_STUDIES)} (without a grid); "
+                      f"Tables 2 and 3 read it from one")
+
+
+def runs_for(params: dict, cell: Cell) -> int:
+    """Seeds of one cell: its study's `runs` (a number, or per dataset, or per dataset and method),
+    else the top-level `runs` (0: not run)."""
+    runs = params["studies"][cell.study].get("runs")
+    if _is_int(runs):
+        return runs
+    value = (runs or {}).get(cell.dataset, params["runs"])
+    return value.get(cell.method, params["runs"]) if isinstance(value, dict) else value
+
+
 def baseline_methods(params: dict) -> list[str]:
-    """The methods of the `baselines` study (Table 2's baselines), none where it is absent."""
-    return list((params.get("baselines") or {}).get("methods") or [])
-
-
-def runs_for(params: dict, dataset: str, method: str) -> int:
-    """Seeds of one cell: `runs`, or where set, `runs_by_dataset.<dataset>` (main study) or
-    `<study>.runs.<dataset>[.<method>]` (a method of the variants or baselines study; 0: not run)."""
-    for study in STUDIES:
-        if method in params[study]["methods"]:
-            value = params[study]["runs"].get(dataset, params["runs"])
-            return value.get(method, params["runs"]) if isinstance(value, dict) else value
-    return params["runs_by_dataset"].get(dataset, params["runs"])
+    """The selected methods that are baselines of Table 2 (pipeline.baselines)."""
+    return [m for m in params["methods"] if REGISTRY[m].table_keys is not None]
 
 
 def check_everything(params: dict) -> None:
@@ -357,19 +436,22 @@ def check_everything(params: dict) -> None:
     hyperparameters: what the check stage runs before any other stage."""
     for dataset in params["hparams"]:
         hparams_for(params, dataset, "cadnet")
-    for dataset, method in cells(params):
-        hparams_for(params, dataset, method)
+    for cell in cells(params):
+        cell_hparams(params, cell)
 
 
-def cells(params: dict) -> list[tuple[str, str]]:
-    """Every (dataset, method) pair that the selected studies train, in table order."""
-    main = [(d, m) for d in params["datasets"] for m in params["methods"]]
-    return main + [(d, m) for study in STUDIES for d in params[study]["datasets"] for m in params[study]["methods"]]
-
-
-def trained_cells(params: dict) -> list[tuple[str, str]]:
-    """The cells of :func:`cells` with at least one run: the ones the tables report."""
-    return [(d, m) for d, m in cells(params) if runs_for(params, d, m) > 0]
+def cell_hparams(params: dict, cell: Cell) -> dict:
+    """The hyperparameters a cell trains with: its (dataset, method)'s (:func:`hparams_for`), its
+    study's grid values over them. A grid sets what the method has and its entry leaves free."""
+    hp = hparams_for(params, cell.dataset, cell.method)
+    fixed = REGISTRY[cell.method].fixed
+    for key, value in cell.setting:
+        if key not in hp or key in fixed:
+            why = f"fixed by {cell.method}'s registry entry" if key in fixed else f"not a setting of {cell.method}"
+            raise ConfigError(f"studies.{cell.study}.grid.{key}: {why}; drop {cell.method} from the study or the key "
+                              f"from its grid")
+        hp[key] = value
+    return hp
 
 
 def _check_hparam(where: str, key: str, value: Any) -> None:
@@ -413,7 +495,7 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         resolved = {k: resolved[k] for k in entry.table_keys}
         # and the baselines' own protocol on this dataset beats it (Shchur et al. on Amazon/
         # Coauthor: features as read, which the train stage renormalises by this rule)
-        protocol = ((params.get("baselines") or {}).get("protocol") or {}).get(dataset) or {}
+        protocol = (params.get("baseline_protocol") or {}).get(dataset) or {}
         resolved.update({k: v for k, v in protocol.items() if k in resolved})
         # and the baseline's own per-dataset value beats the protocol's (ChebNet's source
         # row-normalises its features where Shchur et al.'s protocol reads them as they are)

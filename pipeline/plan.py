@@ -1,8 +1,9 @@
 """What will be trained, how long it will take, and where one seed will not fit in memory, said
 before any training starts.
 
-The estimate is the committed run's own measurement of the same cell (``reports/eval/<dataset>/
-<method>.csv``: wall time per seed-epoch and epochs per seed) times the seeds to train. A cell
+The estimate is the committed run's own measurement of the same (dataset, method) family
+(``reports/eval/<dataset>/<method>/<cell>.csv``: wall time per seed-epoch and epochs per seed)
+times the seeds to train. A cell
 never run borrows, and says so. A baseline: its figures on the other datasets, each scaled by how
 much more the other baselines cost here than there. Otherwise: the same method's figure on the
 dataset whose CAD-Net epoch costs nearest, scaled by CAD-Net's cost here over there; failing that,
@@ -47,14 +48,16 @@ class Figure(NamedTuple):
 
 
 def _figure(dataset: str, method: str, eval_root: Path, device: str) -> Figure | None:
-    """The cell's figure from ``reports/eval/<dataset>/<method>.csv``, or None. Where its seeds
-    ran on several devices, only the seeds of ``device``'s kind (``cpu``, ``cuda``) count when
-    there are any: a CPU's and a GPU's times are not averaged."""
-    table = eval_root / dataset / f"{method}.csv"
-    if not table.is_file():
-        return None
-    with open(table, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    """The family's figure from its cells' per-seed tables, ``reports/eval/<dataset>/<method>/
+    <cell>.csv`` (their seeds pooled), or None. Where its seeds ran on several devices, only the
+    seeds of ``device``'s kind (``cpu``, ``cuda``) count when there are any: a CPU's and a GPU's
+    times are not averaged."""
+    folder = eval_root / dataset / method
+    tables = sorted(p for p in folder.glob("*.csv") if not p.stem.endswith(("_gamma", "_epochs"))) if folder.is_dir() else []
+    rows = []
+    for table in tables:
+        with open(table, newline="") as handle:
+            rows += list(csv.DictReader(handle))
     same_kind = [r for r in rows if (r.get("device") or "cpu").split(" ")[0] == device]
     rows = same_kind or rows
     try:

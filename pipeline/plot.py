@@ -32,9 +32,9 @@ import pandas as pd  # noqa: E402
 from pipeline import config  # noqa: E402
 from pipeline.files import write_atomic, write_csv_atomic  # noqa: E402
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
-from pipeline.paths import EVAL_ROOT, FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
-from pipeline.stats import load_paper, paper_row  # noqa: E402
-from pipeline.tables import read_per_seed  # noqa: E402
+from pipeline.paths import FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
+from pipeline.stats import load_paper, metric_key, paper_row  # noqa: E402
+from pipeline.tables import read_per_seed, table_paths  # noqa: E402
 
 DEFAULT_METHOD = "cadnet"
 LEGEND_BELOW = dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
@@ -46,7 +46,7 @@ def changed_settings(params: dict, paper: dict, dataset: str, method: str = DEFA
     hp = config.hparams_for(params, dataset, method)
     reference = paper["settings"]["cadnet"][dataset]
     changed = [f"{k}={hp[k]}" for k, v in reference.items() if hp[k] != v]
-    runs = config.runs_for(params, dataset, method)
+    runs = config.runs_for(params, config.Cell(config.table_cell_name(params, method), dataset, method))
     if runs != paper["settings"]["runs"]:
         changed.append(f"{runs} seeds")
     return changed
@@ -62,14 +62,19 @@ def read_table(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float], changed: list[str]):
+def table_of(params: dict, dataset: str, method: str) -> pd.DataFrame:
+    """The per-seed table of ``method``'s cell of Tables 2 and 3 on ``dataset``."""
+    return read_per_seed(dataset, method, config.table_cell_name(params, method))
+
+
+def accuracy_figure(params: dict, dataset: str, methods: list[str], paper_mean_std: list[float], changed: list[str]):
     fig, ax = plt.subplots(figsize=(7, 3.5))
     mean, std = paper_mean_std
     band = f"paper {mean:.1f} ± {std:.1f}" if not changed else f"paper {mean:.1f} ± {std:.1f}, at the paper's settings"
     ax.axhspan(mean - std, mean + std, color="tab:gray", alpha=0.25, label=band)
     ax.axhline(mean, color="tab:gray", lw=1)
     for method in methods:
-        table = read_per_seed(dataset, method)
+        table = table_of(params, dataset, method)
         acc = 100 * table["test_acc"]
         points = ax.plot(table["seed"], acc, "o", ms=3, alpha=0.7,
                          label=f"{REGISTRY[method].label}: {acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}")
@@ -80,9 +85,9 @@ def accuracy_figure(dataset: str, methods: list[str], paper_mean_std: list[float
     return fig
 
 
-def gamma_figure(dataset: str, method: str, beta: float, changed: list[str]):
+def gamma_figure(params: dict, dataset: str, method: str, beta: float, changed: list[str]):
     """The paper's Fig. B.3: gamma over nodes at each seed's selected epoch; gamma >= beta."""
-    hist = read_table(EVAL_ROOT / dataset / f"{method}_gamma.csv")
+    hist = read_table(table_paths(dataset, method, config.table_cell_name(params, method))["gamma"])
     single = [c for c in hist.columns if c.startswith("count_seed_")][0]
     width = hist["bin_right"] - hist["bin_left"]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
@@ -98,14 +103,14 @@ def gamma_figure(dataset: str, method: str, beta: float, changed: list[str]):
     return fig
 
 
-def comparison_figure(dataset: str, methods: list[str], paper: dict, title: str, paper_label: str):
+def comparison_figure(params: dict, dataset: str, methods: list[str], paper: dict, title: str, paper_label: str):
     """Each method's mean ± std (ours) beside the paper's, in the given (the paper's) order; a
     method's tick says how many seeds it ran where that is not the paper's count (none: not
     run), and where the paper reports no number (OOM)."""
     fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(methods)), 4))
     handles, ticks, bars = {}, [], []
     for k, method in enumerate(methods):
-        acc = 100 * read_per_seed(dataset, method)["test_acc"]
+        acc = 100 * table_of(params, dataset, method)["test_acc"]
         std = acc.std(ddof=1) if len(acc) > 1 else 0
         handles["ours (mean ± std)"] = ax.errorbar(k - 0.12, acc.mean(), yerr=std, fmt="o", color="tab:blue", capsize=3)
         bars.append((k - 0.12, acc.mean(), std))
@@ -141,12 +146,12 @@ def clip_wide_bars(ax, bars: list[tuple[float, float, float]]) -> None:
                         va="center", color="tab:red")
 
 
-def table3_figure(dataset: str, methods: list[str], paper: dict):
-    return comparison_figure(dataset, methods, paper, "aggregation methods in the same CAD-Net", "paper (Table 3)")
+def table3_figure(params: dict, dataset: str, methods: list[str], paper: dict):
+    return comparison_figure(params, dataset, methods, paper, "aggregation methods in the same CAD-Net", "paper (Table 3)")
 
 
-def table2_figure(dataset: str, methods: list[str], paper: dict):
-    return comparison_figure(dataset, methods, paper, "CAD-Net and the baselines", "paper (Table 2)")
+def table2_figure(params: dict, dataset: str, methods: list[str], paper: dict):
+    return comparison_figure(params, dataset, methods, paper, "CAD-Net and the baselines", "paper (Table 2)")
 
 
 def selected_main_method(params: dict) -> str:
@@ -174,32 +179,40 @@ def main(argv: list[str]) -> None:
     def save(name: str, fig) -> None:
         saved.append(save_figure(FIGURES_ROOT, name, fig))
 
-    for dataset in params["datasets"]:
+    studies = params["studies"]
+    main = studies.get("main") or {"datasets": [], "methods": []}
+    main_methods = [m for m in main["methods"] if m in params["methods"]]
+    for dataset in [d for d in main["datasets"] if d in params["datasets"]] if main_methods else []:
         changed = changed_settings(params, paper, dataset)
-        save(f"{dataset}_accuracy", accuracy_figure(dataset, params["methods"],
+        save(f"{dataset}_accuracy", accuracy_figure(params, dataset, main_methods,
                                                     paper["table2"][DEFAULT_METHOD][dataset], changed))
-        beta = config.hparams_for(params, dataset, main_method)["beta"]
-        save(f"{dataset}_gamma", gamma_figure(dataset, main_method, beta, changed))
-    variants = params["variants"]
-    selected = {*params["methods"], *variants["methods"]}
+        if main_method in main_methods:
+            beta = config.hparams_for(params, dataset, main_method)["beta"]
+            save(f"{dataset}_gamma", gamma_figure(params, dataset, main_method, beta, changed))
+    variants = studies.get("variants") or {"datasets": [], "methods": []}
+    selected = {m for m in (*main_methods, *variants["methods"]) if m in params["methods"]}
     rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
-    for dataset in variants["datasets"]:
-        save(f"{dataset}_table3", table3_figure(dataset, rows, paper))
-    baselines = params["baselines"]
-    for dataset in baselines["datasets"]:
-        rows = [m for m in BASELINES if m in baselines["methods"]] + [m for m in params["methods"] if m == DEFAULT_METHOD]
-        beside = {m for m in variants["methods"] if dataset in variants["datasets"] and config.runs_for(params, dataset, m)}
-        save(f"{dataset}_table2", table2_figure(dataset, with_variants_beside(tuple(rows), "table2", beside), paper))
+    for dataset in [d for d in variants["datasets"] if d in params["datasets"]] if rows else []:
+        save(f"{dataset}_table3", table3_figure(params, dataset, rows, paper))
+    baselines = studies.get("baselines") or {"datasets": [], "methods": []}
+    for dataset in [d for d in baselines["datasets"] if d in params["datasets"]]:
+        rows = ([m for m in BASELINES if m in baselines["methods"] and m in params["methods"]]
+                + [m for m in main_methods if m == DEFAULT_METHOD])
+        beside = {m for m in variants["methods"] if m in params["methods"] and dataset in variants["datasets"]
+                  and config.runs_for(params, config.Cell("variants", dataset, m))}
+        if rows:
+            save(f"{dataset}_table2", table2_figure(params, dataset, with_variants_beside(tuple(rows), "table2", beside), paper))
     write_cell_data("accuracy", config.trained_cells(params), accuracy_per_seed)
     print(f"wrote {len(saved)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
 
 
-def write_cell_data(kind: str, cells: list[tuple[str, str]], table_of) -> None:
-    """``table_of(dataset, method)`` per cell, as CSV in ``reports/plots/<kind>/`` that `dvc plots
-    show` and `dvc plots diff` draw (templates in dvc.yaml). Every table is read before any file
-    is written, each file is written whole, and old files of unselected cells go last."""
+def write_cell_data(kind: str, cells: list[config.Cell], table_of_cell) -> None:
+    """``table_of_cell(cell)`` per cell, as CSV in ``reports/plots/<kind>/<dataset>_<key>.csv``
+    (key: :func:`pipeline.stats.metric_key`) that `dvc plots show` and `dvc plots diff` draw
+    (templates in dvc.yaml). Every table is read before any file is written, each file is
+    written whole, and old files of unselected cells go last."""
     folder = PLOT_DATA_ROOT / kind
-    tables = {folder / f"{dataset}_{method}.csv": table_of(dataset, method) for dataset, method in cells}
+    tables = {folder / f"{cell.dataset}_{metric_key(cell)}.csv": table_of_cell(cell) for cell in cells}
     for path, table in tables.items():
         write_csv_atomic(path, table, index=False)
     for old in folder.glob("*.csv"):
@@ -207,8 +220,8 @@ def write_cell_data(kind: str, cells: list[tuple[str, str]], table_of) -> None:
             old.unlink()
 
 
-def accuracy_per_seed(dataset: str, method: str) -> pd.DataFrame:
-    table = read_per_seed(dataset, method)
+def accuracy_per_seed(cell: config.Cell) -> pd.DataFrame:
+    table = read_per_seed(cell.dataset, cell.method, cell.name)
     return pd.DataFrame({"seed": table["seed"], "test_acc": (100 * table["test_acc"]).round(4)})
 
 

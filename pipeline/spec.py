@@ -1,13 +1,17 @@
 """A cell's spec: everything its numbers depend on, written by the check stage, read by train.
 
-A cell is one (dataset, method) pair. Its spec, ``data/specs/<dataset>/<method>.json``, holds
-its resolved settings (the dataset's row of CAD-Net's table, the global overrides, what the
-method's registry entry fixes and its own keys), its number of seeds, how its seeds are batched
+A cell is one study's (dataset, method) at one point of its grid (:class:`pipeline.config.Cell`).
+Its spec, ``data/specs/<dataset>/<method>/<cell>.json``, holds its resolved settings (the
+dataset's row of CAD-Net's table, the global overrides, what the method's registry entry fixes,
+its own keys and the study's grid values), its number of seeds, how its seeds are batched
 where that changes their numbers, the raw files its graph is built from, and the *versions* of
-the code its numbers come from. The cell's train and evaluate stages depend on this file and on
-one committed output of the stage before them, on nothing else of params.yaml or of the code,
-so the spec is the one judge of what is stale: DVC reruns a cell exactly when its spec changed, and a seed file is reused exactly when it was
-trained under the same spec (:func:`seed_identity`; the number of seeds aside).
+the code its numbers come from. The train and evaluate stages of the cell's
+(dataset, method) family depend on the family's folder of specs and on one committed output of
+the stage before them, on nothing else of params.yaml or of the code, so the specs are the one
+judge of what is stale: DVC reruns a family exactly when one of its specs changed, train
+retrains a cell only where its spec is not the one its tables were written from
+(:func:`spec_hash`), and a seed file is reused exactly when it was trained under the same spec
+(:func:`seed_identity`; the number of seeds, the study's name aside).
 
 Code identity is a version, not a hash of source files: moving a function to another module,
 renaming a module or rewording a docstring leaves every version, and so every spec and every
@@ -42,8 +46,21 @@ COMPONENTS = {
 TABLES_VERSION = 1
 
 
-def spec_file(dataset: str, method: str, root: Path = SPECS_ROOT) -> Path:
-    return root / dataset / f"{method}.json"
+def family_dir(dataset: str, method: str, root: Path = SPECS_ROOT) -> Path:
+    return root / dataset / method
+
+
+def spec_file(dataset: str, method: str, name: str, root: Path = SPECS_ROOT) -> Path:
+    return family_dir(dataset, method, root) / f"{name}.json"
+
+
+def index_file(dataset: str, method: str, root: Path = SPECS_ROOT) -> Path:
+    """The family's cells, in table order; written for a family without cells too, so that its
+    folder exists in every clone (git keeps no empty folder)."""
+    return family_dir(dataset, method, root) / INDEX_NAME
+
+
+INDEX_NAME = "_cells.json"  # no study is named so (config.STUDY_NAME)
 
 
 def engine_of(params: dict, method: str) -> str:
@@ -51,23 +68,25 @@ def engine_of(params: dict, method: str) -> str:
     return "batched" if params.get("engine", "batched") == "batched" and REGISTRY[method].batched else "single"
 
 
-def cell_spec(params: dict, dataset: str, method: str) -> dict:
+def cell_spec(params: dict, cell: config.Cell) -> dict:
     """The spec of one cell from a checked params.yaml."""
-    entry = REGISTRY[method]
-    settings = config.hparams_for(params, dataset, method)
+    entry = REGISTRY[cell.method]
+    settings = config.cell_hparams(params, cell)
     chunk_cap = settings.pop("seed_chunk", params.get("seed_chunk", "auto"))  # how, not what, unless below
-    engine = engine_of(params, method)
+    engine = engine_of(params, cell.method)
     spec = {
-        "dataset": dataset,
-        "method": method,
-        "runs": config.runs_for(params, dataset, method),
+        "study": cell.study,
+        "dataset": cell.dataset,
+        "method": cell.method,
+        "setting": dict(cell.setting),
+        "runs": config.runs_for(params, cell),
         "settings": settings,
         "engine": engine,
         "code": {**COMPONENTS, "network": entry.version},
         "tables": TABLES_VERSION,
         # graph.pt: the raw files and the settings preprocess builds it with
-        "data": {"raw_sha256": [row["sha256"] for row in files_for(dataset)],
-                 "graph_settings": {key: config.hparams_for(params, dataset)[key]
+        "data": {"raw_sha256": [row["sha256"] for row in files_for(cell.dataset)],
+                 "graph_settings": {key: config.hparams_for(params, cell.dataset)[key]
                                     for key in ("self_loops", "normalize_features")}},
     }
     if engine == "batched" and not entry.chunk_independent:
@@ -80,8 +99,16 @@ def spec_text(spec: dict) -> str:
     return json.dumps(spec, indent=2, sort_keys=True) + "\n"
 
 
-def read_spec(dataset: str, method: str, root: Path = SPECS_ROOT) -> dict:
-    path = spec_file(dataset, method, root)
+def read_spec(dataset: str, method: str, name: str, root: Path = SPECS_ROOT) -> dict:
+    return _read_json(spec_file(dataset, method, name, root))
+
+
+def read_index(dataset: str, method: str, root: Path = SPECS_ROOT) -> list[str]:
+    """The names of the family's cells, as the check stage wrote them."""
+    return _read_json(index_file(dataset, method, root))
+
+
+def _read_json(path: Path):
     if not path.exists():
         raise config.DataError(f"{path}: missing; run `dvc repro check` (or `python -m pipeline.check`) first")
     try:
@@ -90,14 +117,35 @@ def read_spec(dataset: str, method: str, root: Path = SPECS_ROOT) -> dict:
         raise config.DataError(f"{path}: not a spec the check stage wrote; run `dvc repro check`") from None
 
 
-def current_spec(params: dict, dataset: str, method: str) -> dict:
-    """The cell's spec from params.yaml, which must be the one the check stage wrote: a stage run
-    by hand after params.yaml changed says so rather than training under stale settings."""
-    spec = cell_spec(params, dataset, method)
-    if read_spec(dataset, method) != json.loads(spec_text(spec)):
-        raise config.ConfigError(f"{spec_file(dataset, method)}: written for other settings than params.yaml's; "
-                                 f"run `dvc repro check` (or `python -m pipeline.check`) first")
-    return spec
+def current_family(params: dict, dataset: str, method: str) -> list[dict]:
+    """The specs of the family's cells from params.yaml, which must be the ones the check stage
+    wrote: a stage run by hand after params.yaml changed says so rather than training under
+    stale settings."""
+    cells = config.family(params, dataset, method)
+    stale = (f"{index_file(dataset, method)}: written for other settings than params.yaml's; "
+             f"run `dvc repro check` (or `python -m pipeline.check`) first")
+    if read_index(dataset, method) != [cell.name for cell in cells]:
+        raise config.ConfigError(stale)
+    specs = []
+    for cell in cells:
+        spec = cell_spec(params, cell)
+        if read_spec(dataset, method, cell.name) != json.loads(spec_text(spec)):
+            raise config.ConfigError(stale.replace(str(index_file(dataset, method)), str(spec_file(dataset, method, cell.name))))
+        specs.append(spec)
+    return specs
+
+
+def cell_of(spec: dict) -> config.Cell:
+    return config.Cell(spec["study"], spec["dataset"], spec["method"], tuple(spec["setting"].items()))
+
+
+def cell_name(spec: dict) -> str:
+    return cell_of(spec).name
+
+
+def spec_hash(spec: dict) -> str:
+    """The whole spec's: what a cell's committed tables record they were written from."""
+    return config.fingerprint(spec)
 
 
 def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -114,8 +162,8 @@ def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 def seed_identity(spec: dict, chunk: int | None = None) -> str:
     """What a stored seed must match to be reused: its cell's spec without the number of seeds
-    and the tables' layout, and, where the chunk changes its numbers, the chunk it trained in."""
-    kept = {key: value for key, value in spec.items() if key not in ("runs", "tables", "chunking")}
+    , the tables' layout and the study's name (its grid values are in the settings), and, where the chunk changes its numbers, the chunk it trained in."""
+    kept = {key: value for key, value in spec.items() if key not in ("study", "setting", "runs", "tables", "chunking")}
     if "chunking" in spec:
         kept["chunk"] = chunk
     return config.fingerprint(kept)

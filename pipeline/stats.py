@@ -1,10 +1,11 @@
 """Stats stage: ``python -m pipeline.stats``.
 
-Gathers the evaluate stage's per-seed tables for every cell (dataset, method) of the selected
-studies (``datasets`` x ``methods``, and ``variants``) and writes
+Gathers the per-seed tables of every trained cell of the studies and writes
 - ``reports/metrics.json``: what ``dvc metrics show``, ``dvc metrics diff`` and ``dvc exp show``
   display: each cell's headline (seeds, mean and std of test accuracy), e.g. the columns
-  ``cora.cadnet.test_acc.mean`` and ``cora.rw.runs``;
+  ``cora.cadnet.test_acc.mean`` and ``cora.rw.runs`` for the cells of Tables 2 and 3 (the
+  studies of config.TABLE_STUDIES), ``cora.cadnet@beta-beta=0.65.test_acc.mean`` for another
+  study's (:func:`metric_key`);
 - ``reports/cells.json``: each cell's whole summary (the headline, the 95% CI, the share of seeds
   selected at their last epoch, the paper's number and the gap to it), kept out of the metrics
   so that an experiment's table of metrics fits a screen;
@@ -92,11 +93,20 @@ def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float] | None) -
     return metrics
 
 
-def collect(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -> dict:
-    """cells.json's content: ``{dataset: {method: summary}}`` for every selected cell."""
+def metric_key(cell: config.Cell) -> str:
+    """A cell's key under its dataset in metrics.json and cells.json: its method for a cell of
+    Tables 2 and 3, ``<method>@<cell name>`` for another study's."""
+    return cell.method if cell.study in config.TABLE_STUDIES and not cell.setting else f"{cell.method}@{cell.name}"
+
+
+def collect(tables: dict[config.Cell, pd.DataFrame], paper: dict) -> dict:
+    """cells.json's content: ``{dataset: {metric_key: summary}}`` for every trained cell (the
+    paper's number beside a cell of Tables 2 and 3)."""
     metrics: dict = {}
-    for (dataset, method), table in tables.items():
-        metrics.setdefault(dataset, {})[method] = method_metrics(table, paper_row(paper, dataset, method))
+    for cell, table in tables.items():
+        key = metric_key(cell)
+        paper_mean_std = paper_row(paper, cell.dataset, cell.method) if key == cell.method else None
+        metrics.setdefault(cell.dataset, {})[key] = method_metrics(table, paper_mean_std)
     return metrics
 
 
@@ -395,7 +405,7 @@ def headline_markdown(claims: list[Claim], metrics: dict, params: dict) -> list[
 def table3_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
     """Table 3 (and appendix B.3's no-entropy row) in the paper's layout: one row per
     aggregation, one column per dataset, ours beside the paper's."""
-    datasets = params["variants"]["datasets"]
+    datasets = [d for d in (params["studies"].get("variants") or {}).get("datasets", []) if d in params["datasets"]]
     rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if any(m in metrics.get(d, {}) for d in datasets)]
     if not datasets or not rows:
         return []
@@ -451,9 +461,12 @@ def timing_markdown(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) ->
 def main(argv: list[str]) -> None:
     params = config.load_params()
     paper = load_paper()
-    tables = {(d, m): read_per_seed(d, m, config.runs_for(params, d, m)) for d, m in config.trained_cells(params)}
-    cells = collect(tables, paper)
-    markdown = results_markdown(cells, params, paper, tables)  # checks every input before writing
+    every = {cell: read_per_seed(cell.dataset, cell.method, cell.name, config.runs_for(params, cell))
+             for cell in config.trained_cells(params)}
+    cells = collect(every, paper)
+    tables = {key: every[cell] for key, cell in config.table_cells(params).items()}  # Tables 2 and 3
+    in_tables = {d: {m: s for m, s in entry.items() if (d, m) in tables} for d, entry in cells.items()}
+    markdown = results_markdown(in_tables, params, paper, tables)  # checks every input before writing
     timing = timing_markdown(tables, paper)
     write_text_atomic(CELLS_FILE, json.dumps(cells, indent=2) + "\n")
     write_text_atomic(METRICS_FILE, json.dumps(headline(cells), indent=2) + "\n")

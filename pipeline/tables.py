@@ -1,7 +1,9 @@
-"""A cell's tables and its summary, in ``reports/eval/<dataset>/``: what the train stage writes
-from the seeds (``<method>.csv``, one row per seed; ``<method>_gamma.csv``; ``<method>_epochs.csv``,
-one row per epoch), what the evaluate stage writes from the per-seed table (``<method>.json``),
-and what stats, plot and curves read back from git.
+"""A cell's tables and its summary: what the train stage writes from the seeds into its family's
+folder ``reports/eval/<dataset>/<method>/`` (``<cell>.csv``, one row per seed;
+``<cell>_gamma.csv``; ``<cell>_epochs.csv``, one row per epoch; ``_written.json``, the spec each
+cell's tables were written from), what the evaluate stage writes from the per-seed tables
+(``reports/eval/<dataset>/<method>.json``, a summary per cell), and what stats, plot and curves
+read back from git.
 
 Those files are committed and outlive the seed files they came from, so the readers verify
 them before use: the table must hold the seeds asked for, once each, with accuracies that are
@@ -87,16 +89,35 @@ def epoch_summary(records: list[dict]) -> pd.DataFrame:
     return table.reset_index()[EPOCH_COLUMNS]
 
 
-def per_seed_path(dataset: str, method: str, root: Path = EVAL_ROOT) -> Path:
-    return root / dataset / f"{method}.csv"
+WRITTEN_NAME = "_written.json"  # no cell is named so (config.STUDY_NAME)
 
 
-def read_per_seed(dataset: str, method: str, runs: int | None = None, root: Path = EVAL_ROOT,
+def family_tables(dataset: str, method: str, root: Path = EVAL_ROOT) -> Path:
+    """The train stage's output folder for one (dataset, method) family."""
+    return root / dataset / method
+
+
+def table_paths(dataset: str, method: str, name: str, root: Path = EVAL_ROOT) -> dict[str, Path]:
+    folder = family_tables(dataset, method, root)
+    return {"per_seed": folder / f"{name}.csv", "gamma": folder / f"{name}_gamma.csv",
+            "epochs": folder / f"{name}_epochs.csv"}
+
+
+def per_seed_path(dataset: str, method: str, name: str, root: Path = EVAL_ROOT) -> Path:
+    return table_paths(dataset, method, name, root)["per_seed"]
+
+
+def summaries_path(dataset: str, method: str, root: Path = EVAL_ROOT) -> Path:
+    """The evaluate stage's output for one family: ``{cell: summary}``."""
+    return root / dataset / f"{method}.json"
+
+
+def read_per_seed(dataset: str, method: str, name: str, runs: int | None = None, root: Path = EVAL_ROOT,
                   with_summary: bool = True) -> pd.DataFrame:
     """One cell's per-seed table, verified (:func:`check_table`) and, ``with_summary``, checked
     against its summary (:func:`check_summary`); with ``runs``, it must hold seeds 0 .. runs-1
     once each."""
-    path = per_seed_path(dataset, method, root)
+    path = per_seed_path(dataset, method, name, root)
     rerun = f"rerun `dvc repro` for {dataset}/{method}"
     if not path.exists():
         raise DataError(f"{path}: missing; {rerun}")
@@ -109,7 +130,7 @@ def read_per_seed(dataset: str, method: str, runs: int | None = None, root: Path
         raise DataError(f"{path}: cut short in its last row; {rerun}")
     check_table(path, table, runs, rerun)
     if with_summary:
-        check_summary(path.with_suffix(".json"), table, rerun)
+        check_summary(summaries_path(dataset, method, root), name, table, rerun)
     return table
 
 
@@ -143,12 +164,15 @@ def check_table(path: Path, table: pd.DataFrame, runs: int | None, rerun: str) -
                         f"0-{runs - 1} once each; {rerun}")
 
 
-def check_summary(path: Path, table: pd.DataFrame, rerun: str) -> None:
-    """The summary evaluate wrote beside the table must be the table's own."""
+def check_summary(path: Path, name: str, table: pd.DataFrame, rerun: str) -> None:
+    """The summary evaluate wrote for the cell ``name`` must be its table's own."""
     if not path.exists():
-        raise DataError(f"{path}: missing beside its per-seed table; {rerun}")
+        raise DataError(f"{path}: missing beside its per-seed tables; {rerun}")
     try:
-        summary = json.loads(path.read_text())
+        summaries = json.loads(path.read_text())
+        if name not in summaries:
+            raise DataError(f"{path}: holds no summary of {name}; {rerun}")
+        summary = summaries[name]
         if summary == {"runs": 0} and table.empty:  # a cell set to 0 runs: nothing to summarise
             return
         written = (int(summary["runs"]), float(summary["test_acc"]["mean"]), float(summary["test_acc"]["std"]))
@@ -157,6 +181,6 @@ def check_summary(path: Path, table: pd.DataFrame, rerun: str) -> None:
     own = summarize(table)
     recomputed = (own["runs"], own["test_acc"]["mean"], own["test_acc"]["std"])
     if written[0] != recomputed[0] or any(abs(a - b) > SUMMARY_TOLERANCE for a, b in zip(written[1:], recomputed[1:])):
-        raise DataError(f"{path}: says {written[0]} runs, {written[1]} ± {written[2]}, but "
-                        f"{path.with_suffix('.csv').name} gives {recomputed[0]} runs, {recomputed[1]} ± {recomputed[2]}: "
+        raise DataError(f"{path}: says {written[0]} runs, {written[1]} ± {written[2]} for {name}, but "
+                        f"{name}.csv gives {recomputed[0]} runs, {recomputed[1]} ± {recomputed[2]}: "
                         f"one was changed after evaluate wrote them; {rerun}")

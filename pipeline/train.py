@@ -31,6 +31,7 @@ import contextlib
 import fcntl
 import functools
 import importlib
+import json
 import math
 import os
 import pickle
@@ -42,6 +43,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from joblib import Parallel, delayed, effective_n_jobs
@@ -51,12 +53,12 @@ from pipeline.check import resolve_device_name
 from pipeline.batched import estimate_peak_bytes
 from pipeline.files import meant_name, save_torch, write_csv_atomic, write_text_atomic
 from pipeline.methods import REGISTRY
-from pipeline.paths import EVAL_ROOT, LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
+from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
 from pipeline.seeds import masked_accuracy, masked_nll
-from pipeline.spec import current_spec, seed_identity
+from pipeline.spec import cell_name, cell_of, current_family, seed_identity, spec_hash
 from pipeline.splits import split_masks
-from pipeline.tables import epoch_summary, gamma_histogram, per_seed_table
+from pipeline.tables import WRITTEN_NAME, epoch_summary, family_tables, gamma_histogram, per_seed_table, table_paths
 
 SEED_FILE = re.compile(r"seed_(\d+)\.pt")
 # Methods whose CPU seeds each run in a process of their own. PyG's GraphUNet squares its
@@ -301,6 +303,19 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
     return [s for s in range(runs) if s not in done and owns(s)]
 
 
+def stash_loose_seeds(dataset: str, method: str) -> None:
+    """Seed files that lie in the family's folder itself (data/runs/<dataset>/<method>/seed_NNN.pt,
+    the layout from before a family held several cells) go to the stash under their identity,
+    from where the cell of that spec takes them back (:func:`sync_seeds`)."""
+    family_dir = RUNS_ROOT / dataset / method
+    for path in sorted(family_dir.glob("seed_*.pt")) if family_dir.is_dir() else []:
+        record = read_seed(path)
+        owner = "unreadable" if record is None else str(record.get("fingerprint", "unknown"))
+        set_aside = STASH_ROOT / dataset / method / owner / path.name
+        set_aside.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(path, set_aside)
+
+
 def parse_shard(argv: list[str]) -> tuple[list[str], tuple[int, int]]:
     """``--shard K/N`` taken out of ``argv``: this process trains share K of N (default 0/1, all)."""
     if "--shard" not in argv:
@@ -510,64 +525,99 @@ def main(argv: list[str]) -> None:
     if not argv:
         raise config.ConfigError("usage: python -m pipeline.train <dataset> [<method>] [--shard K/N]")
     dataset, method = config.cell_args(argv, "train")
-    where = f"{dataset}/{method}"
     params = config.load_params()
-    hp = config.hparams_for(params, dataset, method)  # with the cell's own seed_chunk, which sizes its chunks
     device = resolve_device(params.get("device", "auto"))
-
+    specs = current_family(params, dataset, method)
+    written = read_written(dataset, method)
+    stale = [spec for spec in specs if shard != (0, 1) or not tables_hold(dataset, method, spec, written)]
+    if len(stale) < len(specs):
+        print(f"train {dataset}/{method}: {len(specs) - len(stale)} of its {len(specs)} cells' tables were written "
+              f"under their spec already; kept", file=sys.stderr)
     # every check that can fail comes before any seed file is touched
-    spec = current_spec(params, dataset, method)
-    runs, engine = spec["runs"], spec["engine"]
-    rule = features_rule(params, dataset, hp)
-    graph = load_cell_graph(dataset, rule)
+    prepared = [prepare_cell(params, spec, device) for spec in stale]
+    family = f"{dataset}/{method}" + ("" if shard == (0, 1) else f" (shard {shard[0]}/{shard[1]})")
+    with cell_lock(dataset, method, shard, family):
+        for cell in prepared:
+            records = train_cell(params, cell, shard, device)
+            if shard == (0, 1):  # a share writes seeds only; the whole run that adopts them writes the tables
+                write_tables(dataset, method, cell.name, records)
+                written[cell.name] = spec_hash(cell.spec)
+                write_written(dataset, method, written)
+        if shard == (0, 1):
+            forget_other_cells(dataset, method, [cell_name(spec) for spec in specs], written)
+
+
+class PreparedCell(NamedTuple):
+    """A cell whose settings, graph and memory were checked, ready to train."""
+    spec: dict
+    name: str
+    hp: dict
+    rule: object
+    graph: dict
+    size: int  # seeds per chunk
+    fingerprint: str  # what its seed files record (spec.seed_identity)
+
+
+def prepare_cell(params: dict, spec: dict, device: torch.device) -> PreparedCell:
+    cell = cell_of(spec)
+    where = str(cell)
+    hp = config.cell_hparams(params, cell)  # with the cell's own seed_chunk, which sizes its chunks
+    rule = features_rule(params, cell.dataset, hp)
+    graph = load_cell_graph(cell.dataset, rule)
     split_masks(graph, hp, 0)
     check_memory(graph, hp, params, where)
-    size = chunk_size(graph, hp, params, runs) if engine == "batched" else 1
+    size = chunk_size(graph, hp, params, spec["runs"]) if spec["engine"] == "batched" else 1
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
-    blocks = "chunking" in spec
-    fingerprint = seed_identity(spec, size if blocks else None)
+    fingerprint = seed_identity(spec, size if "chunking" in spec else None)
+    return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint)
 
-    if shard != (0, 1):
-        where += f" (shard {shard[0]}/{shard[1]})"
-    with cell_lock(dataset, method, shard, where):
-        owns = shard_owner(shard, size)
-        seeds, share = sync_seeds(dataset, method, runs, fingerprint, owns=owns), sum(map(owns, range(runs)))
-        run_dir = RUNS_ROOT / dataset / method
-        how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
-        side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
-        estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side,
-                                 baselines=config.baseline_methods(params))
-        print(f"train {where}: {share} seeds, {share - len(seeds)} reused, {len(seeds)} to train "
-              f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
-        if blocks:
-            pending = set(seeds)
-            batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]
-                       for chunk in fixed_blocks(seeds, size, runs))
-        elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
-            batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
-        else:
-            batches = ([record] for record in train_seeds(dataset, rule, hp, method, seeds, device, params.get("n_jobs", -1)))
-        trained_on = device_label(device)  # its timings are this device's
-        bar = progress.outer(len(seeds), f"train {where}", "seeds")
-        try:
-            for batch in batches:
-                for record in batch:
-                    record.update(fingerprint=fingerprint, dataset=dataset, method=method, device=trained_on)
-                    save_torch(record, seed_file(run_dir, record["seed"]))
-                bar.set_postfix(last_acc=f"{100 * batch[-1]['test_acc']:.1f}")
-                bar.update(len(batch))
-        except TrainingError as err:
-            raise TrainingError(f"{where}: {err}") from None
-        except Exception as err:
-            if not is_out_of_memory(err):
-                raise
-            raise TrainingError(f"{where}: out of memory on {device.type} with chunks of {size} seeds "
-                                f"({str(err).splitlines()[0][:120]}); lower seed_chunk or memory_budget_gb") from None
-        finally:
-            bar.close()
-        if shard == (0, 1):  # a share writes seeds only; the whole run that adopts them writes the tables
-            write_tables(dataset, method, load_records(run_dir, dataset, method, runs, fingerprint))
+
+def train_cell(params: dict, cell: PreparedCell, shard: tuple[int, int], device: torch.device) -> list[dict]:
+    """Train the cell's seeds that its cache lacks (of ``shard``'s share), each saved as it
+    finishes; the cell's records, seeds 0 .. runs-1 (none for a share: it writes seeds only)."""
+    spec, hp, graph, size, fingerprint = cell.spec, cell.hp, cell.graph, cell.size, cell.fingerprint
+    dataset, method, runs, engine = spec["dataset"], spec["method"], spec["runs"], spec["engine"]
+    where = f"{dataset}/{method}/{cell.name}" + ("" if shard == (0, 1) else f" (shard {shard[0]}/{shard[1]})")
+    run_dir = RUNS_ROOT / dataset / method / cell.name
+    owns = shard_owner(shard, size)
+    if owns(0):
+        stash_loose_seeds(dataset, method)
+    seeds = sync_seeds(dataset, method, runs, fingerprint, run_dir=run_dir, owns=owns)
+    share = sum(map(owns, range(runs)))
+    how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
+    side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
+    estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side,
+                             baselines=config.baseline_methods(params))
+    print(f"train {where}: {share} seeds, {share - len(seeds)} reused, {len(seeds)} to train "
+          f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
+    if "chunking" in spec:
+        pending = set(seeds)
+        batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]
+                   for chunk in fixed_blocks(seeds, size, runs))
+    elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
+        batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
+    else:
+        batches = ([record] for record in train_seeds(dataset, cell.rule, hp, method, seeds, device, params.get("n_jobs", -1)))
+    trained_on = device_label(device)  # its timings are this device's
+    bar = progress.outer(len(seeds), f"train {where}", "seeds")
+    try:
+        for batch in batches:
+            for record in batch:
+                record.update(fingerprint=fingerprint, dataset=dataset, method=method, device=trained_on)
+                save_torch(record, seed_file(run_dir, record["seed"]))
+            bar.set_postfix(last_acc=f"{100 * batch[-1]['test_acc']:.1f}")
+            bar.update(len(batch))
+    except TrainingError as err:
+        raise TrainingError(f"{where}: {err}") from None
+    except Exception as err:
+        if not is_out_of_memory(err):
+            raise
+        raise TrainingError(f"{where}: out of memory on {device.type} with chunks of {size} seeds "
+                            f"({str(err).splitlines()[0][:120]}); lower seed_chunk or memory_budget_gb") from None
+    finally:
+        bar.close()
+    return load_records(run_dir, dataset, method, runs, fingerprint) if shard == (0, 1) else []
 
 
 def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprint: str) -> list[dict]:
@@ -585,17 +635,51 @@ def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprin
     return records
 
 
-def write_tables(dataset: str, method: str, records: list[dict]) -> None:
+def read_written(dataset: str, method: str) -> dict[str, str]:
+    """Of each cell whose tables the family's folder holds, the hash of the spec they were
+    written from (:func:`pipeline.spec.spec_hash`); nothing where the record is missing or unreadable."""
+    path = family_tables(dataset, method) / WRITTEN_NAME
+    try:
+        written = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return written if isinstance(written, dict) else {}
+
+
+def write_written(dataset: str, method: str, written: dict[str, str]) -> None:
+    write_text_atomic(family_tables(dataset, method) / WRITTEN_NAME, json.dumps(written, indent=1, sort_keys=True) + "\n")
+
+
+def tables_hold(dataset: str, method: str, spec: dict, written: dict[str, str]) -> bool:
+    """The cell's committed tables were written under ``spec``: nothing to train or write."""
+    name = cell_name(spec)
+    return written.get(name) == spec_hash(spec) and all(
+        path.exists() for path in table_paths(dataset, method, name).values())
+
+
+def write_tables(dataset: str, method: str, name: str, records: list[dict]) -> None:
     """The cell's committed tables, each whole or not at all, the per-seed table last (its
     rows are what stats reads; the others describe them)."""
-    out_dir = EVAL_ROOT / dataset
+    paths = table_paths(dataset, method, name)
     if not records:  # runs 0: the cell is in the DVC matrix but not run; its tables say so
-        write_text_atomic(out_dir / f"{method}_gamma.csv", "")
-        write_text_atomic(out_dir / f"{method}_epochs.csv", "")
+        write_text_atomic(paths["gamma"], "")
+        write_text_atomic(paths["epochs"], "")
     else:
-        write_csv_atomic(out_dir / f"{method}_gamma.csv", gamma_histogram(records), index=False, float_format="%.6g")
-        write_csv_atomic(out_dir / f"{method}_epochs.csv", epoch_summary(records), index=False, float_format="%.6g")
-    write_csv_atomic(out_dir / f"{method}.csv", per_seed_table(records), index=False, float_format="%.6g")
+        write_csv_atomic(paths["gamma"], gamma_histogram(records), index=False, float_format="%.6g")
+        write_csv_atomic(paths["epochs"], epoch_summary(records), index=False, float_format="%.6g")
+    write_csv_atomic(paths["per_seed"], per_seed_table(records), index=False, float_format="%.6g")
+
+
+def forget_other_cells(dataset: str, method: str, names: list[str], written: dict[str, str]) -> None:
+    """The family's folder holds the tables of its cells only: a cell that left the studies
+    (its seeds stay in data/runs) leaves it, and the record of what was written says so."""
+    folder = family_tables(dataset, method)
+    folder.mkdir(parents=True, exist_ok=True)
+    keep = {path for name in names for path in table_paths(dataset, method, name).values()}
+    for path in folder.glob("*.csv"):
+        if path not in keep:
+            path.unlink()
+    write_written(dataset, method, {name: written[name] for name in names if name in written})
 
 
 if __name__ == "__main__":

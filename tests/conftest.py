@@ -130,19 +130,37 @@ def update_params(root: Path, **top_level: object) -> dict:
 
 
 def with_variants_in_selection(params: dict, **changes: object) -> dict:
-    """``params`` with ``changes``; the variants and baselines studies keep only the selected
-    datasets (they may only use datasets the pipeline downloads) and drop methods that
-    ``changes`` moves to the main study, unless ``changes`` sets them."""
-    if isinstance(changes.get("baselines"), dict):  # dvc.yaml's train stages read baselines.protocol
-        changes = {**changes, "baselines": {"protocol": {}, **changes["baselines"]}}
-    params = {**params, **changes}
+    """``params`` with ``changes``, where the main study (Table 2's CAD-Net row) follows the
+    selection as it did before studies were blocks: ``datasets`` and ``methods`` set the main
+    study's as well, ``variants``, ``baselines`` and ``runs_by_dataset`` (its runs) set those
+    studies (``baselines.protocol``: ``baseline_protocol``), and the selection's methods are
+    every study's."""
+    changes = dict(changes)
+    studies = {name: dict(spec) for name, spec in params["studies"].items()}
     for study in ("variants", "baselines"):
-        if study not in changes and study in params:
-            spec = dict(params[study])
-            spec["datasets"] = [d for d in spec["datasets"] if d in params["datasets"]]
-            spec["methods"] = [m for m in spec["methods"] if m not in params.get("methods", [])]
-            params[study] = spec
-    return params
+        if study in changes:
+            spec = dict(changes.pop(study))
+            if "protocol" in spec:
+                changes["baseline_protocol"] = spec.pop("protocol")
+            studies[study] = {"datasets": [], "methods": [], **spec}
+    if "runs_by_dataset" in changes:
+        studies["main"]["runs"] = changes.pop("runs_by_dataset")
+    if "datasets" in changes:
+        studies["main"]["datasets"] = list(changes["datasets"])
+    if "methods" in changes:
+        studies["main"]["methods"] = list(changes["methods"])
+        for study in ("variants", "baselines"):  # a method is in one of the table studies
+            studies[study]["methods"] = [m for m in studies[study]["methods"] if m not in changes["methods"]]
+    if "studies" not in changes:
+        changes["studies"] = studies
+        changes["methods"] = list(dict.fromkeys(m for spec in studies.values() for m in spec["methods"]))
+    return {**params, **changes}
+
+
+def main_cell(dataset: str = "cora", method: str = "cadnet", study: str = "main"):
+    from pipeline.config import Cell
+
+    return Cell(study, dataset, method)
 
 
 def fake_record(seed: int, test_acc: float, *, epochs_run: int | None = None, nodes: int = FAKE_NODES,
@@ -171,8 +189,8 @@ def fake_record(seed: int, test_acc: float, *, epochs_run: int | None = None, no
 
 
 def write_fake_seeds(root: Path, dataset: str = "cora", method: str = "cadnet",
-                     accs: tuple[float, ...] = FAKE_ACCS) -> list[dict]:
-    run_dir = root / "data" / "runs" / dataset / method
+                     accs: tuple[float, ...] = FAKE_ACCS, name: str = "main") -> list[dict]:
+    run_dir = root / "data" / "runs" / dataset / method / name
     run_dir.mkdir(parents=True, exist_ok=True)
     records = [fake_record(seed, acc) for seed, acc in enumerate(accs)]
     for record in records:
@@ -224,11 +242,13 @@ def evaluated(cora_workdir: Path) -> Path:
 
 
 def write_tables_of_fake_seeds(root: Path, dataset: str = "cora", method: str = "cadnet",
-                               accs: tuple[float, ...] = FAKE_ACCS) -> None:
+                               accs: tuple[float, ...] = FAKE_ACCS, name: str | None = None) -> None:
     """The tables train writes from ``accs``'s fake seeds and the summary evaluate writes, each
     by the stage's own code; the cell's spec as the check stage writes it."""
     from pipeline import check, config, evaluate, train
 
-    check.write_specs(config.load_params())
-    train.write_tables(dataset, method, [fake_record(seed, acc) for seed, acc in enumerate(accs)])
+    params = config.load_params()
+    check.write_specs(params)
+    name = name or config.table_cell_name(params, method)
+    train.write_tables(dataset, method, name, [fake_record(seed, acc) for seed, acc in enumerate(accs)])
     evaluate.main([dataset, method])
