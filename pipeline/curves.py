@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
     cells = config.table_cells(params, trained=False)
     saved = [save_figure(CURVES_ROOT, f"{dataset}_loss",
                          loss_figure(dataset, main_method, cells[(dataset, main_method)].name,
-                                     changed_settings(params, paper, dataset)))
+                                     changed_settings(params, paper, dataset, main_method)))
              for dataset in params["datasets"] if (dataset, main_method) in cells]
     if ("citeseer", "rw") in cells and ("citeseer", DEFAULT_METHOD) in cells:
         saved.append(save_figure(CURVES_ROOT, "citeseer_val_loss_cadnet_vs_rw", validation_loss_figure(

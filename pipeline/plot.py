@@ -154,9 +154,16 @@ def table2_figure(params: dict, dataset: str, methods: list[str], paper: dict):
     return comparison_figure(params, dataset, methods, paper, "CAD-Net and the baselines", "paper (Table 2)")
 
 
-def selected_main_method(params: dict) -> str:
-    """The method whose gamma and loss curves are drawn: CAD-Net itself unless it is not selected."""
-    return DEFAULT_METHOD if DEFAULT_METHOD in params["methods"] else params["methods"][0]
+def main_study_methods(params: dict) -> list[str]:
+    """The selected methods of the main study (Table 2's CAD-Net row)."""
+    return [m for m in (params["studies"].get("main") or {}).get("methods", []) if m in params["methods"]]
+
+
+def selected_main_method(params: dict) -> str | None:
+    """The method whose gamma and loss curves are drawn: CAD-Net itself unless the main study
+    does not train it (then its first method; None: the main study trains none)."""
+    methods = main_study_methods(params)
+    return DEFAULT_METHOD if DEFAULT_METHOD in methods else (methods[0] if methods else None)
 
 
 def save_figure(folder: Path, name: str, fig) -> str:
@@ -180,15 +187,13 @@ def main(argv: list[str]) -> None:
         saved.append(save_figure(FIGURES_ROOT, name, fig))
 
     studies = params["studies"]
-    main = studies.get("main") or {"datasets": [], "methods": []}
-    main_methods = [m for m in main["methods"] if m in params["methods"]]
-    for dataset in [d for d in main["datasets"] if d in params["datasets"]] if main_methods else []:
-        changed = changed_settings(params, paper, dataset)
+    main_methods = main_study_methods(params)
+    for dataset in [d for d in studies["main"]["datasets"] if d in params["datasets"]] if main_methods else []:
+        changed = changed_settings(params, paper, dataset, main_method)
         save(f"{dataset}_accuracy", accuracy_figure(params, dataset, main_methods,
                                                     paper["table2"][DEFAULT_METHOD][dataset], changed))
-        if main_method in main_methods:
-            beta = config.hparams_for(params, dataset, main_method)["beta"]
-            save(f"{dataset}_gamma", gamma_figure(params, dataset, main_method, beta, changed))
+        beta = config.hparams_for(params, dataset, main_method)["beta"]
+        save(f"{dataset}_gamma", gamma_figure(params, dataset, main_method, beta, changed))
     variants = studies.get("variants") or {"datasets": [], "methods": []}
     selected = {m for m in (*main_methods, *variants["methods"]) if m in params["methods"]}
     rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]

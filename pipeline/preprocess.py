@@ -7,7 +7,7 @@ row-normalises the features by the rule `normalize_features` names, and writes
 `data/processed/<dataset>/graph.pt` and `reports/data/<dataset>.json`. The stats (kept in git)
 let a reader check the graph against the table in SPEC.md without loading it. Beside graph.pt
 it keeps the features as read (`features_as_read.pt`), for the cells that normalise them by
-another rule (the baselines under `baselines.protocol.<dataset>.normalize_features`).
+another rule (the baselines under `baseline_protocol.<dataset>.normalize_features`).
 
 The module also holds :func:`load_graph`, which the train stage uses to read `graph.pt`, and
 :func:`load_features_as_read` (the splits live in :mod:`pipeline.splits`).

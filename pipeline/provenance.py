@@ -36,8 +36,9 @@ takes every seed of the same identity, whichever machine trained it.
 
 def last_change(path: Path) -> str:
     """``2026-11-20 (abc1234)``: the commit that last changed ``path``, or ``-`` outside git."""
-    # --follow: across the move of a table into its family's folder
-    shown = subprocess.run(["git", "log", "-1", "--follow", "--format=%ad (%h)", "--date=short", "--", str(path)],
+    # a table moved whole (into its family's folder) keeps the date its numbers last changed
+    shown = subprocess.run(["git", "log", "-1", "--follow", "--diff-filter=AM", "--format=%ad (%h)", "--date=short",
+                            "--", str(path)],
                            capture_output=True, text=True)
     return shown.stdout.strip() or "-" if shown.returncode == 0 else "-"
 

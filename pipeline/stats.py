@@ -136,8 +136,9 @@ def still_improving(m: dict) -> bool:
     return m.get("last_epoch_share", 0.0) >= STILL_IMPROVING_SHARE
 
 
-def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict) -> str:
-    """The reviewer's tables: ours beside the paper's, and the dataset statistics check."""
+def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict, every: dict | None = None) -> str:
+    """The reviewer's tables: ours beside the paper's, and the dataset statistics check;
+    ``every``: the summaries of every trained cell (:func:`collect`), for the other studies."""
     compared = comparisons(tables, metrics, params)
     lines = [
         "# CAD-Net reproduction: results",
@@ -153,6 +154,7 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict) -> 
     lines += table2_markdown(metrics, params, paper)
     lines += significance_markdown(compared, metrics, paper)
     lines += table3_markdown(metrics, params, paper)
+    lines += studies_markdown(every or {}, params)
     lines += datasets_markdown(params, paper)
     lines += [
         "",
@@ -186,6 +188,29 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict) -> 
         "(`method_hparams`: their own settings).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def studies_markdown(every: dict, params: dict) -> list[str]:
+    """Each study besides those of Tables 2 and 3, one table a study: a row per (dataset,
+    method), a column per point of its grid, so that its values sit side by side."""
+    lines = []
+    for study, spec in params["studies"].items():
+        cells = [c for c in config.cells(params) if c.study == study]
+        if not cells or (study in config.TABLE_STUDIES and not spec["grid"]):
+            continue
+        points = list(dict.fromkeys(cell.setting for cell in cells))
+        labels = [", ".join(f"{k}={v}" for k, v in point) or "-" for point in points]
+        lines += ["", f"## Study `{study}`", "",
+                  "Ours (mean ± std over the runs; fewer than 100 seeds are labelled; params.yaml `studies."
+                  f"{study}`).", "", "| dataset | method | " + " | ".join(labels) + " |",
+                  "|---|---|" + "---|" * len(labels)]
+        for dataset, method in dict.fromkeys((c.dataset, c.method) for c in cells):
+            row = []
+            for point in points:
+                m = every.get(dataset, {}).get(metric_key(config.Cell(study, dataset, method, point)))
+                row.append("not run" if m is None else f"{_fmt_acc(m)}{_runs_label(m)}")
+            lines.append(f"| {dataset} | {REGISTRY[method].label} | " + " | ".join(row) + " |")
+    return lines
 
 
 def datasets_markdown(params: dict, paper: dict) -> list[str]:
@@ -466,7 +491,7 @@ def main(argv: list[str]) -> None:
     cells = collect(every, paper)
     tables = {key: every[cell] for key, cell in config.table_cells(params).items()}  # Tables 2 and 3
     in_tables = {d: {m: s for m, s in entry.items() if (d, m) in tables} for d, entry in cells.items()}
-    markdown = results_markdown(in_tables, params, paper, tables)  # checks every input before writing
+    markdown = results_markdown(in_tables, params, paper, tables, cells)  # checks every input before writing
     timing = timing_markdown(tables, paper)
     write_text_atomic(CELLS_FILE, json.dumps(cells, indent=2) + "\n")
     write_text_atomic(METRICS_FILE, json.dumps(headline(cells), indent=2) + "\n")

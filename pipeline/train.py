@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import hashlib
 import importlib
 import json
 import math
@@ -224,7 +225,7 @@ def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "c
 
 def features_rule(params: dict, dataset: str, hp: dict):
     """The rule a cell normalises its features by, where it is not the one graph.pt was written
-    with (a baseline under ``baselines.protocol.<dataset>.normalize_features``); None: graph.pt's features as they are."""
+    with (a baseline under ``baseline_protocol.<dataset>.normalize_features``); None: graph.pt's features as they are."""
     if "normalize_features" not in hp:
         return None
     written_with = config.hparams_for(params, dataset)["normalize_features"]
@@ -529,19 +530,25 @@ def main(argv: list[str]) -> None:
     device = resolve_device(params.get("device", "auto"))
     specs = current_family(params, dataset, method)
     written = read_written(dataset, method)
-    stale = [spec for spec in specs if shard != (0, 1) or not tables_hold(dataset, method, spec, written)]
-    if len(stale) < len(specs):
-        print(f"train {dataset}/{method}: {len(specs) - len(stale)} of its {len(specs)} cells' tables were written "
+    kept = [spec for spec in specs if shard == (0, 1) and tables_hold(dataset, method, spec, written)]
+    if kept:
+        print(f"train {dataset}/{method}: {len(kept)} of its {len(specs)} cells' tables were written "
               f"under their spec already; kept", file=sys.stderr)
     # every check that can fail comes before any seed file is touched
-    prepared = [prepare_cell(params, spec, device) for spec in stale]
+    graphs: dict = {}
+    prepared = [prepare_cell(params, spec, device, graphs) for spec in specs if spec not in kept]
+    # a kept cell's seed files are put in order too (its spec's in data/runs, others' in the
+    # stash), so that data/runs holds the seeds of the committed tables; none there, none to order
+    ordered = [prepare_cell(params, spec, device, graphs, check=False) for spec in kept] if has_seed_files(dataset, method) else []
     family = f"{dataset}/{method}" + ("" if shard == (0, 1) else f" (shard {shard[0]}/{shard[1]})")
     with cell_lock(dataset, method, shard, family):
+        for cell in ordered:
+            order_seeds(cell, shard_owner(shard, cell.size))
         for cell in prepared:
             records = train_cell(params, cell, shard, device)
             if shard == (0, 1):  # a share writes seeds only; the whole run that adopts them writes the tables
                 write_tables(dataset, method, cell.name, records)
-                written[cell.name] = spec_hash(cell.spec)
+                written[cell.name] = written_record(dataset, method, cell.spec)
                 write_written(dataset, method, written)
         if shard == (0, 1):
             forget_other_cells(dataset, method, [cell_name(spec) for spec in specs], written)
@@ -558,19 +565,40 @@ class PreparedCell(NamedTuple):
     fingerprint: str  # what its seed files record (spec.seed_identity)
 
 
-def prepare_cell(params: dict, spec: dict, device: torch.device) -> PreparedCell:
+def prepare_cell(params: dict, spec: dict, device: torch.device, graphs: dict, check: bool = True) -> PreparedCell:
+    """The cell's settings, graph (one load per feature rule, kept in ``graphs``) and chunk size,
+    and, with ``check``, whether its split and memory allow it to train."""
     cell = cell_of(spec)
-    where = str(cell)
     hp = config.cell_hparams(params, cell)  # with the cell's own seed_chunk, which sizes its chunks
     rule = features_rule(params, cell.dataset, hp)
-    graph = load_cell_graph(cell.dataset, rule)
-    split_masks(graph, hp, 0)
-    check_memory(graph, hp, params, where)
+    if rule not in graphs:
+        graphs[rule] = load_cell_graph(cell.dataset, rule)
+    graph = graphs[rule]
+    if check:
+        split_masks(graph, hp, 0)
+        check_memory(graph, hp, params, str(cell))
     size = chunk_size(graph, hp, params, spec["runs"]) if spec["engine"] == "batched" else 1
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
     fingerprint = seed_identity(spec, size if "chunking" in spec else None)
     return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint)
+
+
+def run_dir_of(cell: PreparedCell) -> Path:
+    return RUNS_ROOT / cell.spec["dataset"] / cell.spec["method"] / cell.name
+
+
+def has_seed_files(dataset: str, method: str) -> bool:
+    return any(next((root / dataset / method).rglob("seed_*.pt"), None) for root in (RUNS_ROOT, STASH_ROOT))
+
+
+def order_seeds(cell: PreparedCell, owns) -> list[int]:
+    """The cell's finished seeds (of the share ``owns``) in its folder of data/runs, every other
+    seed file in the stash; the seeds still to train."""
+    spec = cell.spec
+    if owns(0):
+        stash_loose_seeds(spec["dataset"], spec["method"])
+    return sync_seeds(spec["dataset"], spec["method"], spec["runs"], cell.fingerprint, run_dir=run_dir_of(cell), owns=owns)
 
 
 def train_cell(params: dict, cell: PreparedCell, shard: tuple[int, int], device: torch.device) -> list[dict]:
@@ -579,11 +607,9 @@ def train_cell(params: dict, cell: PreparedCell, shard: tuple[int, int], device:
     spec, hp, graph, size, fingerprint = cell.spec, cell.hp, cell.graph, cell.size, cell.fingerprint
     dataset, method, runs, engine = spec["dataset"], spec["method"], spec["runs"], spec["engine"]
     where = f"{dataset}/{method}/{cell.name}" + ("" if shard == (0, 1) else f" (shard {shard[0]}/{shard[1]})")
-    run_dir = RUNS_ROOT / dataset / method / cell.name
+    run_dir = run_dir_of(cell)
     owns = shard_owner(shard, size)
-    if owns(0):
-        stash_loose_seeds(dataset, method)
-    seeds = sync_seeds(dataset, method, runs, fingerprint, run_dir=run_dir, owns=owns)
+    seeds = order_seeds(cell, owns)
     share = sum(map(owns, range(runs)))
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
@@ -635,9 +661,10 @@ def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprin
     return records
 
 
-def read_written(dataset: str, method: str) -> dict[str, str]:
-    """Of each cell whose tables the family's folder holds, the hash of the spec they were
-    written from (:func:`pipeline.spec.spec_hash`); nothing where the record is missing or unreadable."""
+def read_written(dataset: str, method: str) -> dict[str, dict]:
+    """Of each cell whose tables the family's folder holds, what they were written from: the hash
+    of the cell's spec (:func:`pipeline.spec.spec_hash`) and the checksum of the tables as
+    written; nothing where the record is missing or unreadable."""
     path = family_tables(dataset, method) / WRITTEN_NAME
     try:
         written = json.loads(path.read_text())
@@ -646,15 +673,25 @@ def read_written(dataset: str, method: str) -> dict[str, str]:
     return written if isinstance(written, dict) else {}
 
 
-def write_written(dataset: str, method: str, written: dict[str, str]) -> None:
+def write_written(dataset: str, method: str, written: dict[str, dict]) -> None:
     write_text_atomic(family_tables(dataset, method) / WRITTEN_NAME, json.dumps(written, indent=1, sort_keys=True) + "\n")
 
 
-def tables_hold(dataset: str, method: str, spec: dict, written: dict[str, str]) -> bool:
-    """The cell's committed tables were written under ``spec``: nothing to train or write."""
-    name = cell_name(spec)
-    return written.get(name) == spec_hash(spec) and all(
-        path.exists() for path in table_paths(dataset, method, name).values())
+def written_record(dataset: str, method: str, spec: dict) -> dict:
+    """What the cell's tables as they are now record: its spec's hash and their checksum (None
+    where one is missing), so that a table edited after train wrote it is written again."""
+    checksum = hashlib.sha256()
+    for path in table_paths(dataset, method, cell_name(spec)).values():
+        if not path.exists():
+            return {"spec": spec_hash(spec), "tables": None}
+        checksum.update(path.read_bytes())
+    return {"spec": spec_hash(spec), "tables": checksum.hexdigest()[:16]}
+
+
+def tables_hold(dataset: str, method: str, spec: dict, written: dict[str, dict]) -> bool:
+    """The cell's committed tables are those train wrote under ``spec``: nothing to train or write."""
+    record = written_record(dataset, method, spec)
+    return record["tables"] is not None and written.get(cell_name(spec)) == record
 
 
 def write_tables(dataset: str, method: str, name: str, records: list[dict]) -> None:

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import NO_VARIANTS, read_params, update_params
+from conftest import NO_VARIANTS, read_params, update_params, write_params
 from pipeline import check, config
 from pipeline.methods import REGISTRY
 from pipeline.paths import CHECKED_FILE
@@ -18,14 +18,19 @@ def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values
     check.main([])
     first = (workdir / CHECKED_FILE).read_text()
     err = capsys.readouterr().err
-    assert "the selection trains 1 cells on cpu" in err and "cora/cadnet: 7 seeds" in err
+    assert "the selection trains 1 cells on cpu" in err and "cora/cadnet/main: 7 seeds" in err
     update_params(workdir, runs=9, beta=0.5)
     check.main([])
     assert (workdir / CHECKED_FILE).read_text() == first  # downstream stages see no change
 
 
+def cell_spec_file(dataset, method):
+    """The spec of (dataset, method)'s one cell in these tests: that of its study of Tables 2 and 3."""
+    return spec_file(dataset, method, config.table_cell_name(config.load_params(), method))
+
+
 def spec_of(workdir, dataset, method) -> dict:
-    return json.loads((workdir / spec_file(dataset, method)).read_text())
+    return json.loads((workdir / cell_spec_file(dataset, method)).read_text())
 
 
 def test_each_cell_gets_its_own_spec(workdir):
@@ -45,11 +50,11 @@ def test_each_cell_gets_its_own_spec(workdir):
     assert specs[("cora", "gcn")]["chunking"] == {"seed_chunk": 25, "memory_budget_gb": 6}
     assert "chunking" not in specs[("cora", "cadnet")]
     assert specs[("cora", "cadnet")]["code"] == {**COMPONENTS, "network": REGISTRY["cadnet"].version}
-    texts = {cell: (workdir / spec_file(*cell)).read_text() for cell in cells}
+    texts = {cell: (workdir / cell_spec_file(*cell)).read_text() for cell in cells}
     update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 5}}})
     check.main([])
     assert spec_of(workdir, "cora", "gat")["runs"] == 5
-    assert {cell: (workdir / spec_file(*cell)).read_text() for cell in cells if cell != ("cora", "gat")} == \
+    assert {cell: (workdir / cell_spec_file(*cell)).read_text() for cell in cells if cell != ("cora", "gat")} == \
         {cell: text for cell, text in texts.items() if cell != ("cora", "gat")}
 
 
@@ -63,7 +68,7 @@ def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir, capsy
     cells = [(d, m) for d in ("cora", "citeseer") for m in ("cadnet", "rw", "gcn", "sgc")]
 
     def texts():
-        return {cell: (workdir / spec_file(*cell)).read_text() for cell in cells}
+        return {cell: (workdir / cell_spec_file(*cell)).read_text() for cell in cells}
 
     def moved(before):
         check.main([])
@@ -75,8 +80,9 @@ def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir, capsy
     capsys.readouterr()
     assert moved(before) == [("cora", "cadnet"), ("cora", "rw")]
     beta = params["hparams"]["cora"]["beta"]
-    assert capsys.readouterr().err.startswith(f"2 cells' specs moved; dvc repro reruns their stages:\n"
-                                            f"  cora/cadnet: settings.beta: {beta} -> 0.9\n  cora/rw: settings.beta: {beta} -> 0.9\n")
+    assert capsys.readouterr().err.startswith(f"2 cells' specs moved; dvc repro reruns their families' stages:\n"
+                                            f"  cora/cadnet/main: settings.beta: {beta} -> 0.9\n"
+                                            f"  cora/rw/variants: settings.beta: {beta} -> 0.9\n")
     before = texts()
     update_params(workdir, method_hparams={**params["method_hparams"], "sgc": {**params["method_hparams"]["sgc"], "K": 3}})
     assert moved(before) == [("citeseer", "sgc"), ("cora", "sgc")]
@@ -92,7 +98,7 @@ def test_a_cell_reading_anothers_settings_has_them_in_its_spec(workdir):
                   "methods": ["mixhop"], "runs": {}}, variants={"datasets": ["cora"], "methods": ["mixhop_l2"], "runs": {}},
                   device="cpu")
     check.main([])
-    l2_only = workdir / spec_file("cora", "mixhop_l2")
+    l2_only = workdir / cell_spec_file("cora", "mixhop_l2")
     first = l2_only.read_text()
     assert spec_of(workdir, "cora", "mixhop_l2")["settings"]["kernel_lasso"] == 0.0
     params = read_params(workdir)
@@ -136,7 +142,7 @@ def test_the_plan_warns_under_a_cell_whose_one_seed_would_pass_the_machines_memo
     monkeypatch.setattr(check.plan, "machine_memory_bytes", lambda: 10**6)  # a machine of 1 MB
     check.main([])
     lines = capsys.readouterr().err.splitlines()
-    sgc = next(i for i, line in enumerate(lines) if "cora/sgc: 3 seeds" in line)
+    sgc = next(i for i, line in enumerate(lines) if "cora/sgc/baselines: 3 seeds" in line)
     assert lines[sgc + 1].strip().startswith("warning: cora/sgc passes its input features along every edge")
     assert not any("warning: cora/gcn" in line or "warning: cora/cadnet" in line for line in lines)
 
@@ -148,7 +154,7 @@ def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(wor
     monkeypatch.setattr(check.plan, "measured_per_seed", lambda *args, **kwargs: (60.0, "a figure"))
     check.main([])
     err = capsys.readouterr().err
-    assert "cora/gcn: 4 seeds, ~4.0 min" in err and "cora/agnn: 4 seeds, ~2.0 min" in err
+    assert "cora/gcn/baselines: 4 seeds, ~4.0 min" in err and "cora/agnn/baselines: 4 seeds, ~2.0 min" in err
     assert "all cells: ~10.0 min" in err  # cadnet 4 + gcn 4 + agnn 2
 
 
@@ -159,7 +165,7 @@ def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS,
                   baselines={"datasets": ["cora"], "methods": ["sgc", "agnn"], "runs": {}}, device="cpu")
     check.main([])
-    files = {m: workdir / spec_file("cora", m) for m in ("cadnet", "sgc", "agnn")}
+    files = {m: workdir / cell_spec_file("cora", m) for m in ("cadnet", "sgc", "agnn")}
     before = {m: f.read_text() for m, f in files.items()}
     for changes in ({"seed_chunk": 1}, {"memory_budget_gb": 2}):
         update_params(workdir, **changes)
@@ -209,10 +215,41 @@ def test_a_spec_file_that_is_not_a_spec_is_written_again(workdir, capsys):
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, variants=NO_VARIANTS, baselines=NO_VARIANTS,
                   device="cpu")
     check.main([])
-    path = workdir / spec_file("cora", "cadnet")
+    path = workdir / cell_spec_file("cora", "cadnet")
     written = path.read_text()
     path.write_text(written[:40])  # cut short
     capsys.readouterr()
     check.main([])
     assert path.read_text() == written
-    assert "  cora/cadnet: its old file was not a spec\n" in capsys.readouterr().err
+    assert "  cora/cadnet/main: its old file was not a spec\n" in capsys.readouterr().err
+
+
+def test_a_new_grid_value_adds_a_cells_spec_and_moves_no_other_and_a_dropped_one_goes(workdir, capsys):
+    """A study's grid is cells of their own in their (dataset, method)'s family folder: a value
+    more is a spec more (no other file of the family moves), a value less removes its spec; a
+    family that no study trains holds its index alone, so that its folder exists in a clone."""
+    params = update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, variants=NO_VARIANTS,
+                           baselines=NO_VARIANTS, device="cpu")
+    params["methods"] = ["cadnet", "gcn"]
+    params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2, "grid": {"beta": [0.5, 0.9]}}
+    write_params(workdir, params)
+    check.main([])
+    family = workdir / "data/specs/cora/cadnet"
+    assert sorted(p.name for p in family.iterdir()) == ["_cells.json", "beta-beta=0.5.json", "beta-beta=0.9.json", "main.json"]
+    assert json.loads((family / "_cells.json").read_text()) == ["main", "beta-beta=0.5", "beta-beta=0.9"]
+    spec = json.loads((family / "beta-beta=0.5.json").read_text())
+    assert (spec["study"], spec["setting"], spec["settings"]["beta"], spec["runs"]) == ("beta", {"beta": 0.5}, 0.5, 2)
+    assert sorted(p.name for p in (workdir / "data/specs/cora/gcn").iterdir()) == ["_cells.json"]
+    before = {p.name: p.read_text() for p in family.iterdir()}
+    params["studies"]["beta"]["grid"]["beta"] = [0.5, 0.9, 0.95]
+    write_params(workdir, params)
+    capsys.readouterr()
+    check.main([])
+    after = {p.name: p.read_text() for p in family.iterdir()}
+    assert {name for name in after if after[name] != before.get(name)} == {"beta-beta=0.95.json", "_cells.json"}
+    assert "  cora/cadnet/beta-beta=0.95: new cell\n" in capsys.readouterr().err
+    params["studies"]["beta"]["grid"]["beta"] = [0.5]
+    write_params(workdir, params)
+    check.main([])
+    assert sorted(p.name for p in family.iterdir()) == ["_cells.json", "beta-beta=0.5.json", "main.json"]
+    assert "  cora/cadnet/beta-beta=0.9: no longer a cell of the studies" in capsys.readouterr().err

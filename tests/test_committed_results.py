@@ -51,8 +51,9 @@ def test_seeds_trained_again_are_the_committed_ones(real_cora, monkeypatch, meth
         update_params(real_cora, runs_by_dataset={"cora": runs})
     train_cell(["cora", method])
     evaluate.main(["cora", method])
-    ours = pd.read_csv(real_cora / f"reports/eval/cora/{method}.csv")
-    committed = pd.read_csv(COMMITTED / f"{method}.csv").head(runs)
+    name = study or "main"
+    ours = pd.read_csv(real_cora / f"reports/eval/cora/{method}/{name}.csv")
+    committed = pd.read_csv(COMMITTED / method / f"{name}.csv").head(runs)
     assert ours[EXACT].equals(committed[EXACT])
     for column in ROUNDED:
         assert ours[column].tolist() == pytest.approx(committed[column].tolist(), rel=1e-5), column

@@ -189,10 +189,12 @@ def test_shipped_params_load_and_every_row_resolves(tmp_path):
     (tmp_path / "params.yaml").write_text(shipped_params_text())
     params = config.load_params(tmp_path / "params.yaml")
     assert set(params["datasets"]) <= set(config.DATASETS)
-    # every registry method is trained by one of the two studies, and has its own keys' entry
-    studies = set(params["methods"]) | set(params["variants"]["methods"])
-    assert studies | set(BASELINES) == set(config.METHODS)  # the baselines run are a choice of the time
-    assert set(params["baselines"]["methods"]) <= set(BASELINES)
+    # every registry method is selected and trained by one of the studies of Tables 2 and 3,
+    # and has its own keys' entry
+    studies = params["studies"]
+    assert set(params["methods"]) == set(config.METHODS)
+    assert {m for name in config.TABLE_STUDIES for m in studies[name]["methods"]} == set(config.METHODS)
+    assert set(studies["baselines"]["methods"]) <= set(BASELINES)
     assert set(params["method_hparams"]) == set(config.METHODS)  # mixhop_l2's too: its stage lists it
     assert set(params["hparams"]) == set(config.DATASETS)
     for key in config.TABLE_RULES:  # every override exists (dvc exp run -S needs the key) ...
@@ -427,11 +429,11 @@ def test_a_selection_that_is_not_a_list_of_distinct_names_names_its_key(workdir,
 @pytest.mark.parametrize("key, value", [("datasets", "cora"), ("methods", "gcn"), ("datasets", ["cora", "cora"])])
 def test_a_studys_selection_is_a_list_of_distinct_names(workdir, study, key, value):
     params = params_with(datasets=["cora"])
-    params[study] = {**params[study], key: value}
+    params["studies"][study] = {**params["studies"][study], key: value}
     write_params(workdir, params)
     with pytest.raises(ConfigError) as info:
         config.load_params()
-    assert_one_line(info.value, f"{study}.{key}")
+    assert_one_line(info.value, f"studies.{study}.{key}")
 
 
 def test_train_cli_rejects_bad_beta_without_touching_data(workdir):
@@ -551,58 +553,121 @@ def test_mixhop_l2_reads_mixhops_settings_but_fixes_its_lasso_to_zero(workdir):
 
 
 @pytest.mark.parametrize("variants, message", [
-    ({"datasets": ["cora"], "methods": ["cadnet"], "runs": {}}, ["variants.methods", "cadnet", "also in another study"]),
-    ({"datasets": ["physics"], "methods": ["rw"], "runs": {}}, ["variants.datasets", "physics", "not in datasets"]),
-    ({"datasets": ["cora"], "methods": ["gcnn"], "runs": {}}, ["variants.methods", "gcnn", "rw"]),
-    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": 0}}, ["variants.runs.cora", "an integer in [1, 10000]"]),
-    ({"datasets": ["cora"], "methods": ["rw"], "runs": 5}, ["variants.runs", "map a dataset"]),
+    ({"datasets": ["cora"], "methods": ["cadnet"], "runs": {}}, ["studies.variants.methods", "cadnet", "studies.main"]),
+    ({"datasets": ["cora"], "methods": ["gcnn"], "runs": {}}, ["studies.variants.methods", "gcnn", "rw"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": -1}}, ["studies.variants.runs.cora", "[0, 10000]"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": "5"}, ["studies.variants.runs", "map a dataset"]),
     ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": -1}}},
-     ["variants.runs.cora.rw", "an integer in [0, 10000]", "0: not run"]),
-    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"gcn": 5}}}, ["variants.runs.cora", "'gcn'", "rw"]),
-    ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["variants", "datasets, methods, runs"]),
+     ["studies.variants.runs.cora.rw", "an integer in [0, 10000]", "0: not run"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"gcnn": 5}}}, ["studies.variants.runs.cora", "'gcnn'", "rw"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["studies.variants", "datasets, methods, runs, grid"]),
+    ({"methods": ["rw"]}, ["studies.variants.datasets", "missing"]),
 ])
-def test_variants_study_is_checked(workdir, variants, message):  # noqa: D103
-    write_params(workdir, params_with(datasets=["cora"], methods=["cadnet"], variants=variants))
+def test_a_study_is_checked(workdir, variants, message):  # noqa: D103
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    params["studies"]["variants"] = variants
+    write_params(workdir, params)
     with pytest.raises(ConfigError) as info:
         config.load_params()
     assert_one_line(info.value, *message)
 
 
-@pytest.mark.parametrize("runs_by_dataset, message", [
-    ({"pubmed": 0}, ["runs_by_dataset.pubmed", "an integer in [1, 10000]"]),
-    ({"pubmd": 20}, ["runs_by_dataset", "pubmd", "pubmed"]),
-    (20, ["runs_by_dataset", "map a dataset"]),
-    (0, ["runs_by_dataset", "map a dataset"]),
-    ("", ["runs_by_dataset", "map a dataset"]),
-    ([], ["runs_by_dataset", "map a dataset"]),
+@pytest.mark.parametrize("studies, message", [
+    ({}, ["studies", "must map"]),
+    ([], ["studies", "must map"]),
+    ({"Beta": {"datasets": [], "methods": []}}, ["studies", "'Beta'", "lower-case"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"betta": [0.5]}}}, ["studies.b.grid", "betta", "beta"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"beta": [1.5]}}}, ["studies.b.grid.beta", "1.5", "[0, 1]"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"beta": 0.5}}}, ["studies.b.grid.beta", "non-empty list"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"beta": []}}}, ["studies.b.grid.beta", "non-empty list"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"beta": [0.5, 0.5]}}}, ["studies.b.grid.beta", "twice"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"self_loops": [True]}}}, ["studies.b.grid", "self_loops"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"dropout_sites": [["input"]]}}},
+     ["studies.b.grid.dropout_sites", "a number or a name"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "grid": ["beta"]}}, ["studies.b.grid", "must map"]),
+    ({"b": {"datasets": ["cora"], "methods": ["cadnet"], "runs": 10001}}, ["studies.b.runs", "[0, 10000]"]),
 ])
-def test_runs_by_dataset_is_checked(workdir, runs_by_dataset, message):
-    write_params(workdir, params_with(runs_by_dataset=runs_by_dataset))
+def test_bad_studies_are_one_line_naming_the_key(workdir, studies, message):
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    params["studies"] = studies
+    write_params(workdir, params)
     with pytest.raises(ConfigError) as info:
         config.load_params()
     assert_one_line(info.value, *message)
 
 
-def test_runs_and_cells_of_both_studies(workdir):
+@pytest.mark.parametrize("method, key, message", [
+    ("gcn", "beta", ["studies.b.grid.beta", "not a setting of gcn"]),
+    ("cad", "beta", ["studies.b.grid.beta", "fixed by cad's registry entry"]),
+])
+def test_a_grid_sets_only_what_a_method_has_and_its_entry_leaves_free(workdir, method, key, message):
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    params["methods"] = ["cadnet", method]
+    params["studies"]["b"] = {"datasets": ["cora"], "methods": [method], "grid": {key: [0.5]}}
+    loaded = load(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.check_everything(loaded)
+    assert_one_line(info.value, *message)
+
+
+def test_a_grid_is_a_cell_per_value_and_per_combination_over_the_methods_settings(workdir):
+    params = params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100)
+    params["methods"] = ["cadnet", "gcn"]
+    params["studies"]["rates"] = {"datasets": ["cora"], "methods": ["cadnet", "gcn"], "runs": 20,
+                                  "grid": {"train_per_class": [5, 10]}}
+    params["studies"]["both"] = {"datasets": ["pubmed"], "methods": ["cadnet"],
+                                 "grid": {"beta": [0.5, 0.9], "K": [2, 4]}}
+    loaded = load(workdir, params)
+    rates = [c for c in config.cells(loaded) if c.study == "rates"]
+    assert [(c.method, c.name) for c in rates] == [("cadnet", "rates-train_per_class=5"), ("cadnet", "rates-train_per_class=10"),
+                                                   ("gcn", "rates-train_per_class=5"), ("gcn", "rates-train_per_class=10")]
+    assert [config.runs_for(loaded, c) for c in rates] == [20] * 4
+    assert config.cell_hparams(loaded, rates[2])["train_per_class"] == 5
+    assert config.hparams_for(loaded, "cora", "gcn")["train_per_class"] == 20  # the family's own settings stay
+    both = [c for c in config.cells(loaded) if c.study == "both"]
+    assert [c.name for c in both] == ["both-beta=0.5-K=2", "both-beta=0.5-K=4", "both-beta=0.9-K=2", "both-beta=0.9-K=4"]
+    hp = config.cell_hparams(loaded, both[1])
+    assert (hp["beta"], hp["K"], hp["lr"]) == (0.5, 4, config.hparams_for(loaded, "pubmed")["lr"])
+    assert [c.name for c in config.family(loaded, "cora", "cadnet")] == ["main", "rates-train_per_class=5",
+                                                                          "rates-train_per_class=10"]
+    assert config.table_cells(loaded)[("cora", "cadnet")].name == "main"  # Tables 2 and 3 read main's
+
+
+def test_a_studys_datasets_and_methods_outside_the_selection_are_skipped(workdir):
+    params = params_with(datasets=["cora", "pubmed"], methods=["cadnet"])
+    params["methods"] = ["cadnet", "rw"]
+    params["datasets"] = ["cora"]
+    params["studies"]["variants"] = {"datasets": ["cora", "pubmed"], "methods": ["rw", "cad"], "runs": {}}
+    loaded = load(workdir, params)
+    assert [str(c) for c in config.cells(loaded)] == ["cora/cadnet/main", "cora/rw/variants"]
+
+
+def test_runs_and_cells_of_the_studies(workdir):
     variants = {"datasets": ["cora", "pubmed"], "methods": ["rw", "cad"], "runs": {"pubmed": 20}}
     baselines = {"datasets": ["cora"], "methods": ["gcn"], "runs": {"cora": 7}}
     loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants,
                                        baselines=baselines, runs_by_dataset={}))
-    assert config.runs_for(loaded, "cora", "gcn") == 7
-    assert config.runs_for(loaded, "pubmed", "rw") == 20
-    assert config.runs_for(loaded, "cora", "rw") == 100  # not listed: the top-level runs
-    assert config.runs_for(loaded, "pubmed", "cadnet") == 100  # the main study ignores variants.runs
+    runs = {(c.dataset, c.method): config.runs_for(loaded, c) for c in config.cells(loaded)}
+    assert runs[("cora", "gcn")] == 7
+    assert runs[("pubmed", "rw")] == 20
+    assert runs[("cora", "rw")] == 100  # not listed: the top-level runs
+    assert runs[("pubmed", "cadnet")] == 100  # the main study ignores variants' runs
     loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=variants,
                                        baselines=baselines, runs_by_dataset={"pubmed": 30}))
-    assert config.runs_for(loaded, "pubmed", "cadnet") == 30  # ... and uses runs_by_dataset
-    assert config.runs_for(loaded, "cora", "cadnet") == 100
-    assert config.runs_for(loaded, "pubmed", "rw") == 20
-    assert config.cells(loaded) == [("cora", "cadnet"), ("pubmed", "cadnet"), ("cora", "rw"), ("cora", "cad"),
-                                    ("pubmed", "rw"), ("pubmed", "cad"), ("cora", "gcn")]
+    runs = {(c.dataset, c.method): config.runs_for(loaded, c) for c in config.cells(loaded)}
+    assert (runs[("pubmed", "cadnet")], runs[("cora", "cadnet")], runs[("pubmed", "rw")]) == (30, 100, 20)
+    assert [(c.dataset, c.method) for c in config.cells(loaded)] == [
+        ("cora", "cadnet"), ("pubmed", "cadnet"), ("cora", "rw"), ("cora", "cad"), ("pubmed", "rw"), ("pubmed", "cad"),
+        ("cora", "gcn")]
     per_method = {**variants, "runs": {"pubmed": {"rw": 0}}}  # 0: a cell not run; the others use `runs`
     loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, variants=per_method,
                                        baselines=baselines, runs_by_dataset={}))
-    assert (config.runs_for(loaded, "pubmed", "rw"), config.runs_for(loaded, "pubmed", "cad")) == (0, 100)
+    runs = {(c.dataset, c.method): config.runs_for(loaded, c) for c in config.cells(loaded)}
+    assert (runs[("pubmed", "rw")], runs[("pubmed", "cad")]) == (0, 100)
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    params["studies"]["main"]["runs"] = 12  # a number: every cell of the study
+    loaded = load(workdir, params)
+    assert [config.runs_for(loaded, c) for c in config.cells(loaded) if c.study == "main"] == [12]
 
 
 # -------------------------------------------------------------------------- numbers as users write them
@@ -652,16 +717,17 @@ def test_check_everything_covers_rows_of_unselected_datasets(workdir):
 
 
 def test_a_study_may_set_runs_per_method_and_zero_leaves_a_cell_unrun(workdir):
-    """`baselines.runs.pubmed: {gat: 25, gdc: 0}`: GAT's cell has 25 seeds, GDC's is in the DVC
-    matrix but not run (not among the cells the tables report), other methods use `runs`."""
+    """`studies.baselines.runs.pubmed: {gat: 25, gdc: 0}`: GAT's cell has 25 seeds, GDC's is in
+    the DVC matrix but not run (not among the cells the tables report), other methods use `runs`."""
     baselines = {"datasets": ["cora", "pubmed"], "methods": ["gcn", "gat", "gdc"],
                  "runs": {"cora": 7, "pubmed": {"gat": 25, "gdc": 0}}}
     loaded = load(workdir, params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100, baselines=baselines,
                                        variants={"datasets": [], "methods": [], "runs": {}}, runs_by_dataset={}))
-    assert [config.runs_for(loaded, "pubmed", m) for m in ("gcn", "gat", "gdc")] == [100, 25, 0]
-    assert [config.runs_for(loaded, "cora", m) for m in ("gcn", "gat", "gdc")] == [7, 7, 7]
-    assert ("pubmed", "gdc") in config.cells(loaded)
-    assert ("pubmed", "gdc") not in config.trained_cells(loaded)
+    runs = {(c.dataset, c.method): config.runs_for(loaded, c) for c in config.cells(loaded)}
+    assert [runs[("pubmed", m)] for m in ("gcn", "gat", "gdc")] == [100, 25, 0]
+    assert [runs[("cora", m)] for m in ("gcn", "gat", "gdc")] == [7, 7, 7]
+    assert ("pubmed", "gdc") in [(c.dataset, c.method) for c in config.cells(loaded)]
+    assert ("pubmed", "gdc") not in [(c.dataset, c.method) for c in config.trained_cells(loaded)]
     assert len(config.trained_cells(loaded)) == len(config.cells(loaded)) - 1
 
 
@@ -670,14 +736,14 @@ def test_a_studys_runs_may_name_a_method_it_no_longer_selects(workdir):
     numbers wait for the methods to come back, they are not a typo."""
     variants = {"datasets": ["cora"], "methods": [], "runs": {"cora": {"rw": 20, "gat_rw": 0}}}
     loaded = load(workdir, params_with(datasets=["cora"], methods=["cadnet"], variants=variants))
-    assert ("cora", "rw") not in config.cells(loaded)
+    assert ("cora", "rw") not in [(c.dataset, c.method) for c in config.cells(loaded)]
 
 
 @pytest.mark.parametrize("runs, message", [
-    ({"pubmed": {"gcnn": 5}}, ["baselines.runs.pubmed", "gcnn", "gcn"]),
-    ({"pubmed": {"gat": -1}}, ["baselines.runs.pubmed.gat", "[0, 10000]"]),
-    ({"pubmed": {"gat": "25"}}, ["baselines.runs.pubmed.gat", "[0, 10000]"]),
-    ({"pubmed": 0}, ["baselines.runs.pubmed", "[1, 10000]"]),  # a whole column at 0: drop the dataset instead
+    ({"pubmed": {"gcnn": 5}}, ["studies.baselines.runs.pubmed", "gcnn", "gcn"]),
+    ({"pubmed": {"gat": -1}}, ["studies.baselines.runs.pubmed.gat", "[0, 10000]"]),
+    ({"pubmed": {"gat": "25"}}, ["studies.baselines.runs.pubmed.gat", "[0, 10000]"]),
+    ({"pubmed": -1}, ["studies.baselines.runs.pubmed", "[0, 10000]"]),
 ])
 def test_per_method_runs_of_a_study_are_checked(workdir, runs, message):
     baselines = {"datasets": ["pubmed"], "methods": ["gcn", "gat"], "runs": runs}
@@ -742,12 +808,12 @@ def test_a_methods_own_row_for_a_dataset_takes_only_its_keys_and_a_baselines_pro
 
 
 @pytest.mark.parametrize("protocol, message", [
-    ({"photo": {"normalize_features": "l2"}}, ["baselines.protocol.photo.normalize_features", "'l2'"]),
-    ({"photo": {"epochs": 0}}, ["baselines.protocol.photo.epochs", "got 0"]),
-    ({"photo": {"lr": 0.1}}, ["baselines.protocol.photo", "lr", "early_stop_window"]),
-    ({"fotos": {"epochs": 10}}, ["baselines.protocol", "fotos", "photo"]),
-    ({"photo": False}, ["baselines.protocol.photo", "must map"]),
-    (False, ["baselines.protocol", "map a dataset"]),
+    ({"photo": {"normalize_features": "l2"}}, ["baseline_protocol.photo.normalize_features", "'l2'"]),
+    ({"photo": {"epochs": 0}}, ["baseline_protocol.photo.epochs", "got 0"]),
+    ({"photo": {"lr": 0.1}}, ["baseline_protocol.photo", "lr", "early_stop_window"]),
+    ({"fotos": {"epochs": 10}}, ["baseline_protocol", "fotos", "photo"]),
+    ({"photo": False}, ["baseline_protocol.photo", "must map"]),
+    (False, ["baseline_protocol", "map a dataset"]),
 ])
 def test_a_baselines_protocol_is_checked(workdir, protocol, message):
     baselines = {"datasets": ["photo"], "methods": ["gcn"], "runs": {}, "protocol": protocol}

@@ -64,7 +64,7 @@ def mean_over_running_seeds(accs, column) -> list[float]:
 def test_a_summary_without_spread_draws_the_mean_alone_and_an_empty_one_says_so(evaluated, monkeypatch):
     """Seeds whose per-epoch losses were recorded as means only draw no band; a cell whose
     seeds recorded none draws a figure that says so, and no loss data."""
-    epochs = evaluated / "reports/eval/cora/cadnet_epochs.csv"
+    epochs = evaluated / "reports/eval/cora/cadnet/main_epochs.csv"
     table = pd.read_csv(epochs)
     spread = [c for c in table.columns if c.endswith(("_p10", "_p90"))]
     table.assign(**{c: float("nan") for c in spread}).to_csv(epochs, index=False)
@@ -83,8 +83,8 @@ def test_a_summary_without_spread_draws_the_mean_alone_and_an_empty_one_says_so(
 
 
 def test_missing_summary_names_the_file(evaluated):
-    (evaluated / "reports/eval/cora/cadnet_epochs.csv").unlink()
+    (evaluated / "reports/eval/cora/cadnet/main_epochs.csv").unlink()
     with pytest.raises(DataError) as info:
         curves.main([])
-    assert "reports/eval/cora/cadnet_epochs.csv" in str(info.value)
+    assert "reports/eval/cora/cadnet/main_epochs.csv" in str(info.value)
     assert "\n" not in str(info.value)

@@ -1,4 +1,4 @@
-"""Tests for the evaluate stage (pipeline/evaluate.py): the summary of a cell's per-seed table.
+"""Tests for the evaluate stage (pipeline/evaluate.py): the summaries of a family's per-seed tables.
 
 Seeds 0, 1, 2 of cora/cadnet have test accuracies 81.2, 84.5 and 85.1 % (conftest), so the
 summary must be mean 83.6 and sample std 2.1.
@@ -22,9 +22,13 @@ def run(argv=("cora", "cadnet")):
     evaluate.main(list(argv))
 
 
+def summary_of(root, dataset="cora", method="cadnet", name="main") -> dict:
+    return json.loads((root / f"reports/eval/{dataset}/{method}.json").read_text())[name]
+
+
 def test_summary_mean_and_sample_std_in_percent(evaluated, capsys):
     run()
-    summary = json.loads((evaluated / "reports/eval/cora/cadnet.json").read_text())
+    summary = summary_of(evaluated)
     assert summary["runs"] == 3
     assert summary["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-4)
     assert summary["test_acc"]["std"] == pytest.approx(FAKE_STD, abs=1e-4)
@@ -32,13 +36,13 @@ def test_summary_mean_and_sample_std_in_percent(evaluated, capsys):
     assert not math.isclose(summary["test_acc"]["std"], np.std(100 * np.array(FAKE_ACCS)), abs_tol=1e-3)
     assert summary["ms_per_seed_epoch"] == pytest.approx(11.0)  # 10, 11, 12
     assert summary["epochs_run"] == pytest.approx(6.0)  # 5, 6, 7
-    assert "cora/cadnet: 83.60 ± 2.10 over 3 runs" in capsys.readouterr().out
+    assert "cora/cadnet/main: 83.60 ± 2.10 over 3 runs" in capsys.readouterr().out
 
 
 def test_single_run_has_zero_std(cora_workdir):
     update_params(cora_workdir, runs=1)
     write_tables_of_fake_seeds(cora_workdir, accs=FAKE_ACCS[:1])
-    summary = json.loads((cora_workdir / "reports/eval/cora/cadnet.json").read_text())
+    summary = summary_of(cora_workdir)
     assert summary["runs"] == 1
     assert summary["test_acc"] == {"mean": pytest.approx(81.2), "std": 0.0}
 
@@ -53,14 +57,14 @@ def test_a_table_with_other_seeds_than_the_spec_asks_for_is_refused(evaluated, r
     before = (evaluated / "reports/eval/cora/cadnet.json").read_text()
     with pytest.raises(DataError) as info:
         run()
-    assert "reports/eval/cora/cadnet.csv" in str(info.value) and f"0-{runs - 1}" in str(info.value)
+    assert "reports/eval/cora/cadnet/main.csv" in str(info.value) and f"0-{runs - 1}" in str(info.value)
     assert "\n" not in str(info.value)
     assert (evaluated / "reports/eval/cora/cadnet.json").read_text() == before
 
 
 def test_a_missing_spec_names_the_file_and_the_fix(evaluated):
-    (evaluated / "data/specs/cora/cadnet.json").unlink()
-    with pytest.raises(DataError, match=r"data/specs/cora/cadnet\.json: missing; run `dvc repro check`"):
+    (evaluated / "data/specs/cora/cadnet/main.json").unlink()
+    with pytest.raises(DataError, match=r"data/specs/cora/cadnet/main\.json: missing; run `dvc repro check`"):
         run()
 
 
@@ -68,7 +72,7 @@ def test_other_method_is_separate(evaluated):
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
     before = (evaluated / "reports/eval/cora/cadnet.json").read_text()
     write_tables_of_fake_seeds(evaluated, method="cadnet_pull", accs=(0.70, 0.72, 0.74))
-    summary = json.loads((evaluated / "reports/eval/cora/cadnet_pull.json").read_text())
+    summary = summary_of(evaluated, method="cadnet_pull")
     assert summary["test_acc"]["mean"] == pytest.approx(72.0, abs=1e-4)
     assert summary["test_acc"]["std"] == pytest.approx(2.0, abs=1e-4)
     assert (evaluated / "reports/eval/cora/cadnet.json").read_text() == before
@@ -85,10 +89,29 @@ def test_a_cell_with_zero_runs_writes_a_summary_that_says_not_run(cora_workdir, 
     """A study cell set to 0 runs is still a DVC stage: its outputs exist and say runs 0."""
     update_params(cora_workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": 0}}})
     write_tables_of_fake_seeds(cora_workdir, method="rw", accs=())
-    assert json.loads((cora_workdir / "reports/eval/cora/rw.json").read_text()) == {"runs": 0}
-    assert (cora_workdir / "reports/eval/cora/rw.csv").read_text().startswith("seed,test_acc")
-    assert (cora_workdir / "reports/eval/cora/rw_epochs.csv").read_text() == ""
-    assert "cora/rw: not run (runs 0)" in capsys.readouterr().out
+    assert summary_of(cora_workdir, method="rw", name="variants") == {"runs": 0}
+    assert (cora_workdir / "reports/eval/cora/rw/variants.csv").read_text().startswith("seed,test_acc")
+    assert (cora_workdir / "reports/eval/cora/rw/variants_epochs.csv").read_text() == ""
+    assert "cora/rw/variants: not run (runs 0)" in capsys.readouterr().out
+
+
+def test_a_family_summarises_each_of_its_cells_and_one_without_cells_is_empty(cora_workdir, capsys):
+    """Cells of several studies in one (dataset, method): one summary each, in the family's file."""
+    from conftest import read_params, write_params
+
+    params = read_params(cora_workdir)
+    params["methods"] = ["cadnet", "gcn"]
+    params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2, "grid": {"beta": [0.5]}}
+    write_params(cora_workdir, params)
+    from conftest import fake_record
+    from pipeline import train
+
+    train.write_tables("cora", "cadnet", "beta-beta=0.5", [fake_record(0, 0.70), fake_record(1, 0.74)])
+    write_tables_of_fake_seeds(cora_workdir)  # main's, then evaluate
+    assert summary_of(cora_workdir, name="beta-beta=0.5")["test_acc"]["mean"] == pytest.approx(72.0, abs=1e-4)
+    assert summary_of(cora_workdir)["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-4)
+    run(("cora", "gcn"))
+    assert json.loads((cora_workdir / "reports/eval/cora/gcn.json").read_text()) == {}
 
 
 def test_a_full_disk_in_evaluate_is_one_line_and_leaves_the_last_summary_whole(evaluated, monkeypatch):

@@ -44,12 +44,13 @@ def test_a_cells_code_identity_is_its_entrys_version_not_where_its_builder_lives
     from conftest import SHIPPED_PARAMS
     from pipeline import spec
 
-    before = spec.cell_spec(SHIPPED_PARAMS, "cora", "cadnet")
+    cell = spec.config.Cell("main", "cora", "cadnet")
+    before = spec.cell_spec(SHIPPED_PARAMS, cell)
     moved = replace(REGISTRY["cadnet"], builder="pipeline.models.cadnet:build")
     monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": moved})
-    assert spec.cell_spec(SHIPPED_PARAMS, "cora", "cadnet") == before
+    assert spec.cell_spec(SHIPPED_PARAMS, cell) == before
     monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": replace(moved, version=2)})
-    assert spec.cell_spec(SHIPPED_PARAMS, "cora", "cadnet")["code"]["network"] == 2
+    assert spec.cell_spec(SHIPPED_PARAMS, cell)["code"]["network"] == 2
 
 
 def test_table3_rows_are_registry_methods_in_the_paper_order():

@@ -33,7 +33,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import PROJECT_ROOT, readme_commands, write_tiny_planetoid_mirror
+from conftest import PROJECT_ROOT, readme_commands, with_variants_in_selection, write_tiny_planetoid_mirror
 from pipeline import stats
 
 RUNS = 2
@@ -93,7 +93,7 @@ class Project:
         return json.loads((self.root / "reports/metrics.json").read_text())
 
     def seed_files(self) -> list[Path]:
-        return sorted((self.root / "data/runs/cora/cadnet").glob("seed_*.pt"))
+        return sorted((self.root / "data/runs/cora/cadnet/main").glob("seed_*.pt"))
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +119,12 @@ def project(tmp_path_factory) -> Project:
     kept = [line for line in table.read_text().splitlines() if not line.startswith(("cora\t", "citeseer\t", "pubmed\t"))]
     table.write_text("\n".join(kept + rows) + "\n")
 
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params.update(datasets=["cora", "pubmed"], methods=["cadnet"], runs=RUNS, epochs=5, device="cpu",
-                  variants={"datasets": ["cora", "pubmed"], "methods": ["rw", "gat_rw"], "runs": {"pubmed": {"gat_rw": 0, "rw": RUNS}}},
-                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {}})
+    params = with_variants_in_selection(
+        yaml.safe_load((root / "params.yaml").read_text()), datasets=["cora", "pubmed"], methods=["cadnet"], runs=RUNS,
+        epochs=5, device="cpu",
+        variants={"datasets": ["cora", "pubmed"], "methods": ["rw", "gat_rw"], "runs": {"pubmed": {"gat_rw": 0, "rw": RUNS}}},
+        baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {}})
+    params["studies"]["main"]["datasets"] = ["citeseer", "cora", "pubmed"]  # CiteSeer: the quick look's
     params["method_hparams"]["gcn"]["epochs"] = 5
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
@@ -142,25 +144,24 @@ def project(tmp_path_factory) -> Project:
 
 def test_repro_writes_every_output(project):
     out = project.repro.stdout
-    # exactly the selected matrix entries run (PubMed's gat_rw at 0 seeds is in the matrix, unrun)
+    # exactly the selected matrix entries run: a family per dataset and method (PubMed's gat_rw
+    # at 0 seeds is in the matrix, unrun; PubMed's gcn holds no cell: no study trains it there)
     assert set(re.findall(r"Running stage '([^']+)'", out)) == {
-        "check", "download@cora", "preprocess@cora", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot", "curves",
-        "train_variant@cora-rw", "evaluate_variant@cora-rw", "train_variant@cora-gat_rw",
-        "evaluate_variant@cora-gat_rw", "train_baseline@cora-gcn", "evaluate_baseline@cora-gcn",
-        "download@pubmed", "preprocess@pubmed", "train@pubmed-cadnet", "evaluate@pubmed-cadnet",
-        "train_variant@pubmed-rw", "evaluate_variant@pubmed-rw", "train_variant@pubmed-gat_rw",
-        "evaluate_variant@pubmed-gat_rw",
+        "check", "download@cora", "preprocess@cora", "download@pubmed", "preprocess@pubmed", "stats", "plot", "curves",
+        *(f"{stage}@{dataset}-{method}" for stage in ("train", "evaluate") for dataset in ("cora", "pubmed")
+          for method in ("cadnet", "rw", "gat_rw", "gcn")),
     }, out[-3000:]
+    assert json.loads((project.root / "reports/eval/pubmed/gcn.json").read_text()) == {}
 
     # the stages' logs off a terminal: the plan first, then plain lines, no bar redraws
     log = project.repro.stdout + project.repro.stderr
     assert "\r" not in log and "\x1b[" not in log, log[-2000:]
     assert len(log) < 20_000, len(log)
     assert f"ind.cora.x: copied from {project.env['CADNET_MIRROR']}" in log, log[-3000:]  # CADNET_MIRROR's files
-    assert "the selection trains 6 cells" in log and "cora/cadnet: 2 seeds" in log, log[-3000:]
-    assert "7 cells' specs moved" in log and "cora/cadnet: new cell" in log, log[-3000:]  # one at 0 seeds
-    assert f"train cora/cadnet: {RUNS} seeds, 0 reused, {RUNS} to train" in log, log[-3000:]
-    assert f"train cora/cadnet: {RUNS}/{RUNS} seeds (100%)" in log, log[-3000:]
+    assert "the selection trains 6 cells" in log and "cora/cadnet/main: 2 seeds" in log, log[-3000:]
+    assert "7 cells' specs moved" in log and "cora/cadnet/main: new cell" in log, log[-3000:]  # one at 0 seeds
+    assert f"train cora/cadnet/main: {RUNS} seeds, 0 reused, {RUNS} to train" in log, log[-3000:]
+    assert f"train cora/cadnet/main: {RUNS}/{RUNS} seeds (100%)" in log, log[-3000:]
 
     metrics = json.loads((project.root / "reports/cells.json").read_text())  # each cell's whole summary
     assert project.metrics() == stats.headline(metrics)  # DVC's metrics: the headline of each
@@ -191,7 +192,7 @@ def test_repro_writes_every_output(project):
     records = [torch.load(p, weights_only=False) for p in seeds]
     assert len({r["fingerprint"] for r in records}) == 1
     assert all(r["epochs_run"] <= 5 for r in records)
-    summary = json.loads((project.root / "reports/eval/cora/cadnet.json").read_text())
+    summary = json.loads((project.root / "reports/eval/cora/cadnet.json").read_text())["main"]
     assert summary["test_acc"]["mean"] == pytest.approx(100 * sum(r["test_acc"] for r in records) / RUNS, abs=1e-3)
 
 
@@ -204,7 +205,7 @@ def test_status_clean_after_repro(project):
 
 
 KEPT_OUTPUTS = ("data/processed/cora/graph.pt", "reports/data/cora.json", "reports/metrics.json",
-                "reports/results.md", "data/runs/cora/cadnet/seed_000.pt", "reports/eval/cora/cadnet.csv")
+                "reports/results.md", "data/runs/cora/cadnet/main/seed_000.pt", "reports/eval/cora/cadnet/main.csv")
 
 
 DELETED = object()
@@ -233,7 +234,8 @@ def _edit(params: dict, where: str, value) -> dict:
     # (every such key: tests/test_dvc_yaml.py)
     ("self_loops", DELETED, "self_loops"),
     ("method_hparams.gcn", DELETED, "method_hparams.gcn"),
-    ("runs_by_dataset", 0, "runs_by_dataset"),
+    ("studies.main.runs", -1, "studies.main.runs"),
+    ("studies.beta", {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"beta": [2]}}, "studies.beta.grid.beta"),
 ])
 def test_a_bad_value_stops_repro_before_any_output_is_lost(project, where, value, named):
     before = {name: (project.root / name).read_bytes() for name in KEPT_OUTPUTS}
@@ -261,6 +263,7 @@ def test_param_dependencies_are_per_cell(project):
 
     def stale_after_check(edited: dict) -> set[str]:
         project.git("checkout", "--", "data/specs")  # the committed specs, whatever the edit before wrote
+        project.git("clean", "-fdq", "data/specs")
         project.set_params(edited)
         before = stale_stages(project.dvc("status").stdout)  # every edit is checked first; no cell is judged yet
         assert "check" in before and not {s for s in before if s.startswith(("train", "evaluate"))}, before
@@ -276,8 +279,7 @@ def test_param_dependencies_are_per_cell(project):
         # Cora's row: Cora's CAD-Net-family cells retrain, nothing before training, nothing else
         edited["hparams"]["cora"]["beta"] = 0.95
         stale = stale_after_check(edited)
-        assert {s for s in stale if s.startswith("train")} == {
-            "train@cora-cadnet", "train_variant@cora-rw", "train_variant@cora-gat_rw"}, stale
+        assert {s for s in stale if s.startswith("train")} == {"train@cora-cadnet", "train@cora-rw", "train@cora-gat_rw"}, stale
         assert not set(STAGES_BEFORE_TRAIN) & stale, stale
         dry = project.dvc("repro", "--dry").stdout
         assert "Running stage 'train@cora-cadnet'" in dry and "Running stage 'train@pubmed-cadnet'" not in dry, dry
@@ -288,14 +290,21 @@ def test_param_dependencies_are_per_cell(project):
         edited = yaml.safe_load(yaml.safe_dump(original))
         edited["method_hparams"]["gat_rw"]["attention_slope"] = 0.1
         stale = stale_after_check(edited)
-        assert {s for s in stale if s.startswith("train")} == {"train_variant@cora-gat_rw", "train_variant@pubmed-gat_rw"}
+        assert {s for s in stale if s.startswith("train")} == {"train@cora-gat_rw", "train@pubmed-gat_rw"}
 
         # the baselines' protocol on Cora: the baseline's cell sees it
         edited = yaml.safe_load(yaml.safe_dump(original))
-        edited["baselines"]["protocol"] = {"cora": {"epochs": 7}}
-        assert {s for s in stale_after_check(edited) if s.startswith("train")} == {"train_baseline@cora-gcn"}
+        edited["baseline_protocol"] = {"cora": {"epochs": 7}}
+        assert {s for s in stale_after_check(edited) if s.startswith("train")} == {"train@cora-gcn"}
+
+        # a new study: the families it adds cells to, and no other
+        edited = yaml.safe_load(yaml.safe_dump(original))
+        edited["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 1, "grid": {"beta": [0.5]}}
+        assert {s for s in stale_after_check(edited) if s.startswith(("train", "evaluate"))} == {
+            "train@cora-cadnet", "evaluate@cora-cadnet"}
     finally:
         project.git("checkout", "--", "params.yaml", "data/specs")
+        project.git("clean", "-fdq", "data/specs")
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
@@ -326,15 +335,15 @@ def test_an_edit_that_moves_no_number_reruns_no_cell(project):
 def test_a_corrupted_committed_result_is_refused_by_stats_and_remade_by_repro(project, damage):
     """stats alone refuses the damaged file with one line naming it; `dvc repro` sees the output
     of the stage that wrote it changed and writes it again (the table from the seed files)."""
-    table = project.root / "reports/eval/cora/cadnet.csv"
+    table, summary = project.root / "reports/eval/cora/cadnet/main.csv", project.root / "reports/eval/cora/cadnet.json"
     accuracies = pd.read_csv(table)["test_acc"].tolist()
     if damage == "summary cut short":
-        table.with_suffix(".json").write_text(table.with_suffix(".json").read_text()[:30])
+        summary.write_text(summary.read_text()[:30])
     else:
         table.write_text(table.read_text().replace(",0.", ",0.9", 1))
     proc = project.dvc("repro", "-s", "stats", check=False)
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
-    assert proc.returncode != 0 and len(errors) == 1 and "reports/eval/cora/cadnet." in errors[0], proc.stderr[-2000:]
+    assert proc.returncode != 0 and len(errors) == 1 and "reports/eval/cora/cadnet" in errors[0], proc.stderr[-2000:]
     log = project.dvc("repro")
     remade_by = "evaluate" if damage == "summary cut short" else "train"  # the table: train, from the seeds
     assert f"Running stage '{remade_by}@cora-cadnet'" in log.stdout, log.stdout[-2000:]
@@ -352,13 +361,13 @@ def test_a_baselines_chunk_size_reruns_its_cell_and_going_back_trains_nothing(pr
         project.set_params(dict(project.params, seed_chunk=1))
         out = project.dvc("repro").stdout
         ran = set(re.findall(r"Running stage '([^']+)'", out))
-        assert {"train_baseline@cora-gcn", "evaluate_baseline@cora-gcn"} <= ran, out
-        assert not {"train@cora-cadnet", "train_variant@cora-rw"} & ran, out
-        assert set(pd.read_csv(project.root / "reports/eval/cora/gcn.csv")["engine"]) == {"batched (chunk of 1)"}
+        assert {"train@cora-gcn", "evaluate@cora-gcn"} <= ran, out
+        assert not {"train@cora-cadnet", "train@cora-rw"} & ran, out
+        assert set(pd.read_csv(project.root / "reports/eval/cora/gcn/baselines.csv")["engine"]) == {"batched (chunk of 1)"}
     finally:
         project.git("checkout", "--", "params.yaml")
     log = project.dvc("repro").stderr
-    assert f"train cora/gcn: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
+    assert f"train cora/gcn/baselines: {RUNS} seeds, {RUNS} reused, 0 to train" in log, log[-3000:]
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
@@ -382,7 +391,8 @@ def test_the_readmes_experiments_rerun_what_they_change_and_going_back_trains_no
 
     # Cora only: Cora's CAD-Net-family cells retrain, nothing else, nothing before training
     proc = project.run(*readme_command("dvc exp run -S hparams.cora.beta=0.9"))
-    assert cells_trained(proc) == {"cora/cadnet": RUNS, "cora/rw": RUNS, "cora/gat_rw": RUNS}, proc.stderr[-3000:]
+    assert cells_trained(proc) == {"cora/cadnet/main": RUNS, "cora/rw/variants": RUNS, "cora/gat_rw/variants": RUNS}, \
+        proc.stderr[-3000:]
     trains = {stage for stage in stages_run(proc) if stage.startswith("train")}
     assert trains and all("@cora-" in stage for stage in trains), trains  # GCN's stage reads Cora's row, trains none
     for stage in STAGES_BEFORE_TRAIN:
@@ -390,7 +400,7 @@ def test_the_readmes_experiments_rerun_what_they_change_and_going_back_trains_no
 
     # everywhere: Cora's seeds are those of the run before (the same settings); PubMed's train
     proc = project.run(*readme_command("dvc exp run -S beta=0.9"))
-    assert cells_trained(proc) == {"pubmed/cadnet": RUNS, "pubmed/rw": RUNS}, proc.stderr[-3000:]  # GCN reads no beta
+    assert cells_trained(proc) == {"pubmed/cadnet/main": RUNS, "pubmed/rw/variants": RUNS}, proc.stderr[-3000:]  # GCN reads no beta
     assert project.params["beta"] == 0.9  # -S wrote the override into params.yaml
     after = {p.name: torch.load(p, weights_only=False) for p in project.seed_files()}
     assert sorted(after) == sorted(before)
@@ -398,7 +408,7 @@ def test_the_readmes_experiments_rerun_what_they_change_and_going_back_trains_no
         assert after[name]["fingerprint"] != before[name]["fingerprint"]
         # ... and the override reached the model: gamma = beta + (1 - beta) c >= beta
         assert float(after[name]["gamma"].min()) >= 0.9 - 1e-6
-    gamma_hist = (project.root / "reports/eval/cora/cadnet_gamma.csv").read_text().splitlines()
+    gamma_hist = (project.root / "reports/eval/cora/cadnet/main_gamma.csv").read_text().splitlines()
     assert float(gamma_hist[1].split(",")[0]) >= 0.9 - 1e-4
     assert project.metrics()["cora"]["cadnet"]["test_acc"]["mean"] == pytest.approx(
         100 * sum(r["test_acc"] for r in after.values()) / RUNS, abs=1e-3)
@@ -413,14 +423,15 @@ def test_the_readmes_experiments_rerun_what_they_change_and_going_back_trains_no
     assert set(plots["reports/plots/accuracy/cora_cadnet.csv"][0]["revisions"]) == {"HEAD", "workspace"}
     assert "reports/plots/loss/cora_rw.csv" in plots
 
-    proc = project.run(*readme_command("dvc exp run -S variants.runs.pubmed.rw=100"))
-    assert cells_trained(proc) == {"pubmed/rw": 100 - RUNS}, proc.stderr[-3000:]  # its seeds are reused
+    proc = project.run(*readme_command("dvc exp run -S studies.variants.runs.pubmed.rw=100"))
+    assert cells_trained(proc) == {"pubmed/rw/variants": 100 - RUNS}, proc.stderr[-3000:]  # its seeds are reused
     # one cell's seed count reruns that cell's stages and the aggregates, not every cell's
-    assert stages_run(proc) == {"check", "train_variant@pubmed-rw", "evaluate_variant@pubmed-rw", "stats", "plot",
+    assert stages_run(proc) == {"check", "train@pubmed-rw", "evaluate@pubmed-rw", "stats", "plot",
                                 "curves"}, proc.stdout[-3000:]
     assert project.metrics()["pubmed"]["rw"]["runs"] == 100
-    proc = project.run(*readme_command("dvc exp run -S 'variants.methods=[]'"))
-    assert cells_trained(proc) == {} and not any("variant" in stage for stage in stages_run(proc)), proc.stdout[-3000:]
+    proc = project.run(*readme_command("dvc exp run -S 'studies.variants.methods=[]'"))
+    assert cells_trained(proc) == {}, proc.stdout[-3000:]
+    assert not list((project.root / "reports/eval/cora/rw").glob("*.csv"))  # its family holds no cell now
     assert list(project.metrics()["cora"]) == ["cadnet", "gcn"]
 
     # back to the paper's settings: every seed comes back from the stash, none retrains
@@ -431,12 +442,41 @@ def test_the_readmes_experiments_rerun_what_they_change_and_going_back_trains_no
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
+def test_a_new_study_and_a_new_grid_value_train_their_cells_only(project):
+    """A study is one block of params.yaml: `dvc repro` trains its cells in the families they
+    join and no other cell (the families' other cells are kept); a grid value more trains that
+    value's cell only; the study's numbers sit in the metrics beside Table 2's cell."""
+    project.git("checkout", "--", "params.yaml")
+    project.dvc("repro")  # the committed settings, whatever the tests before left
+    try:
+        params = project.params
+        params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 1, "grid": {"beta": [0.5]}}
+        project.set_params(params)
+        proc = project.dvc("repro")
+        assert cells_trained(proc) == {"cora/cadnet/beta-beta=0.5": 1}, proc.stderr[-3000:]
+        assert stages_run(proc) == {"check", "train@cora-cadnet", "evaluate@cora-cadnet", "stats", "plot", "curves"}
+        params["studies"]["beta"]["grid"]["beta"] = [0.5, 0.95]
+        project.set_params(params)
+        proc = project.dvc("repro")
+        assert cells_trained(proc) == {"cora/cadnet/beta-beta=0.95": 1}, proc.stderr[-3000:]
+        assert "2 of its 3 cells' tables were written under their spec already; kept" in proc.stderr
+        metrics = project.metrics()["cora"]
+        assert {"cadnet", "cadnet@beta-beta=0.5", "cadnet@beta-beta=0.95"} <= set(metrics), metrics
+        assert "## Study `beta`" in (project.root / "reports/results.md").read_text()
+    finally:
+        project.git("checkout", "--", "params.yaml")
+    proc = project.dvc("repro")
+    assert cells_trained(proc) == {}, proc.stderr[-3000:]
+    assert not (project.root / "reports/eval/cora/cadnet/beta-beta=0.5.csv").exists()
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
 def test_the_readmes_shares_of_one_cell_write_what_one_run_writes(project):
     """`--shard 0/2` and `1/2` on two processes: together the seeds one run trains, and
     `dvc repro` then trains none of them and writes the cell's table from them."""
-    table = project.root / "reports/eval/pubmed/rw.csv"
+    table = project.root / "reports/eval/pubmed/rw/variants.csv"
     committed = pd.read_csv(table)
-    for seed in (project.root / "data/runs/pubmed/rw").glob("seed_*.pt"):
+    for seed in (project.root / "data/runs/pubmed/rw/variants").glob("seed_*.pt"):
         seed.unlink()
     table.unlink()  # the cell as a new one: its train stage must run
     logs = "".join(project.run(*readme_command(f"python -m pipeline.train pubmed rw --shard {k}/2")).stderr
@@ -444,7 +484,7 @@ def test_the_readmes_shares_of_one_cell_write_what_one_run_writes(project):
     # a share is whole chunks (here both seeds are one chunk, so the second share has none)
     assert sum(int(n) for n in re.findall(r"(\d+) to train", logs)) == RUNS, logs
     proc = project.run(*readme_command("dvc repro"))
-    assert cells_trained(proc) == {} and "train_variant@pubmed-rw" in stages_run(proc), proc.stderr[-3000:]
+    assert cells_trained(proc) == {} and "train@pubmed-rw" in stages_run(proc), proc.stderr[-3000:]
     assert pd.read_csv(table)[["seed", "test_acc", "selected_epoch"]].equals(committed[["seed", "test_acc", "selected_epoch"]])
 
 
@@ -465,7 +505,7 @@ def test_the_readmes_mirror_and_plan_commands(project, tmp_path):
     assert cells_trained(proc) == {}
     checked = project.run(*readme_command("python -m pipeline.check"))
     plan = checked.stdout + checked.stderr
-    assert "the selection trains" in plan and "cora/cadnet" in plan, plan
+    assert "the selection trains" in plan and "cora/cadnet/main" in plan, plan
 
 
 def test_the_readmes_figure_commands_redraw_and_show_the_figures_offline(project):
@@ -480,6 +520,12 @@ def test_the_readmes_figure_commands_redraw_and_show_the_figures_offline(project
     assert all(p.name in page for p in figures), page[:2000]
 
 
+def forget_tables(project: Project, dataset: str = "cora", method: str = "cadnet") -> None:
+    """As if train had stopped before writing the family's tables: it judges each cell by its
+    seeds again (tables written under their cell's spec are otherwise kept as they are)."""
+    (project.root / f"reports/eval/{dataset}/{method}/_written.json").unlink()
+
+
 def test_interrupted_train_retrains_only_missing_seed(project):
     seeds = project.seed_files()
     assert len(seeds) == RUNS
@@ -488,6 +534,7 @@ def test_interrupted_train_retrains_only_missing_seed(project):
     lost_record = torch.load(lost, weights_only=False)
     keep_mtime = keep.stat().st_mtime_ns
     lost.unlink()
+    forget_tables(project)
     time.sleep(0.05)
 
     proc = project.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
@@ -503,6 +550,7 @@ def test_interrupted_train_retrains_only_missing_seed(project):
     # a stale file (other fingerprint) is set aside in the stash and retrained; the good one is not
     stale = dict(kept_record, fingerprint="stale")
     torch.save(stale, keep)
+    forget_tables(project)
     lost_mtime = lost.stat().st_mtime_ns
     project.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
     assert torch.load(keep, weights_only=False)["fingerprint"] == kept_record["fingerprint"]
@@ -539,7 +587,7 @@ README_COMMANDS = (
     "dvc repro",
     'export CADNET_MIRROR="$(realpath ~/datasets/cadnet)"',
     "python -m pipeline.check",
-    "dvc exp run --temp -S runs=10 -S 'datasets=[citeseer,cora]' -S 'variants.datasets=[]' -S 'baselines.datasets=[]'",
+    "dvc exp run --temp -S runs=10 -S 'datasets=[citeseer,cora]' -S 'methods=[cadnet]'",
     r"dvc exp show --md --drop '.*' --keep 'Experiment|^runs$|.*\.cadnet\.test_acc\.mean'",
     "python -m pipeline.train pubmed rw --shard 0/2",
     "python -m pipeline.train pubmed rw --shard 1/2",
@@ -547,8 +595,8 @@ README_COMMANDS = (
     "dvc plots show reports/figures",
     "dvc exp run -S beta=0.9",
     "dvc exp run -S hparams.cora.beta=0.9",
-    "dvc exp run -S variants.runs.pubmed.rw=100",
-    "dvc exp run -S 'variants.methods=[]'",
+    "dvc exp run -S studies.variants.runs.pubmed.rw=100",
+    "dvc exp run -S 'studies.variants.methods=[]'",
     "dvc metrics diff",
     "git checkout params.yaml reports/",
     "git checkout params.yaml",
@@ -608,6 +656,7 @@ def test_a_clone_lacks_only_the_raw_files_and_graphs_and_a_remote_brings_them_an
         assert proc.returncode == 0, proc.stderr[-3000:]
     pulled = Project(tmp_path / "pulled", project.env)
     assert "Data and pipelines are up to date." in pulled.dvc("status").stdout
+    forget_tables(pulled)  # judged by its seeds: those pulled are the committed tables' own
     proc = pulled.run(sys.executable, "-m", "pipeline.train", "cora", "cadnet")
-    assert f"train cora/cadnet: {RUNS} seeds, {RUNS} reused, 0 to train" in proc.stderr, proc.stderr[-2000:]
+    assert f"train cora/cadnet/main: {RUNS} seeds, {RUNS} reused, 0 to train" in proc.stderr, proc.stderr[-2000:]
 

@@ -6,18 +6,23 @@ import pytest
 from pipeline import plan
 
 
+def cell_table(folder, method, name="main"):
+    """Where train writes the per-seed table of ``method``'s cell ``name`` in a dataset's ``folder``."""
+    (folder / method).mkdir(parents=True, exist_ok=True)
+    return folder / method / f"{name}.csv"
+
+
 def write_table(root, dataset, method, rows):
-    """A per-seed table as evaluate writes it: (epochs_run, ms_per_seed_epoch, device) per seed."""
-    (root / dataset).mkdir(exist_ok=True)
+    """A per-seed table as train writes it: (epochs_run, ms_per_seed_epoch, device) per seed."""
     lines = ["seed,test_acc,epochs_run,ms_per_seed_epoch,device"]
     lines += [f"{seed},0.8,{epochs},{ms},{device}" for seed, (epochs, ms, device) in enumerate(rows)]
-    (root / dataset / f"{method}.csv").write_text("\n".join(lines) + "\n")
+    cell_table(root / dataset, method).write_text("\n".join(lines) + "\n")
 
 
 def test_estimate_uses_the_committed_per_seed_table_and_falls_back_to_cadnet(tmp_path):
     table = tmp_path / "cora"
     table.mkdir()
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,10.0\n1,0.8,50,20.0\n")
+    cell_table(table, "cadnet").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,10.0\n1,0.8,50,20.0\n")
     # 1 s per seed (100 x 10 ms and 50 x 20 ms): 120 seeds, 2 minutes
     assert plan.estimate("cora", "cadnet", 120, tmp_path).startswith("~2.0 min")
     borrowed = plan.estimate("cora", "rw", 120, tmp_path)  # rw never ran: CAD-Net's figure, said to be borrowed
@@ -30,25 +35,25 @@ def test_estimate_uses_the_committed_per_seed_table_and_falls_back_to_cadnet(tmp
 def test_an_estimate_from_a_gpu_measured_table_says_so(tmp_path):
     table = tmp_path / "physics"
     table.mkdir()
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+    cell_table(table, "cadnet").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
                                       "0,0.9,100,10.0,cuda (NVIDIA H200)\n")
     assert plan.estimate("physics", "cadnet", 60, tmp_path, device="cuda").endswith("of physics/cadnet on cuda (NVIDIA H200))")
     # for a CPU run, the only figure there is is labelled as another machine's
     assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith(
         "of physics/cadnet on cuda (NVIDIA H200), measured on another kind of machine than this cpu: expect another time)")
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n0,0.9,100,10.0,cpu\n")
+    cell_table(table, "cadnet").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n0,0.9,100,10.0,cpu\n")
     assert plan.estimate("physics", "cadnet", 60, tmp_path).endswith("of physics/cadnet)")
 
 
 def test_an_estimate_uses_the_seeds_of_its_own_device_kind_where_there_are_any(tmp_path):
     table = tmp_path / "photo"
     table.mkdir()
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+    cell_table(table, "cadnet").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
                                       "0,0.9,100,100.0,cpu\n1,0.9,100,4.0,cuda (NVIDIA H200)\n")
     assert plan.estimate("photo", "cadnet", 60, tmp_path) == "~10.0 min (at the committed run's 10.0 s per seed of photo/cadnet)"
     assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").startswith("~24 s")
     assert plan.estimate("photo", "cadnet", 60, tmp_path, device="cuda").endswith("on cuda (NVIDIA H200))")
-    (table / "cadnet.csv").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
+    cell_table(table, "cadnet").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch,device\n"
                                       "0,0.9,100,4.0,cuda (NVIDIA H200)\n")
     assert plan.estimate("photo", "cadnet", 60, tmp_path).startswith("~24 s")  # no CPU seeds: the GPU's figure, so labelled
     assert "another kind of machine than this cpu" in plan.estimate("photo", "cadnet", 60, tmp_path)
@@ -170,3 +175,12 @@ def test_seeds_trained_side_by_side_in_workers_divide_the_estimate(tmp_path):
     two = plan.estimate("cora", "agnn", 4, tmp_path, side_by_side=2)
     assert two.startswith("~2.0 min") and "2 seeds at a time" in two
     assert plan.estimate("cora", "agnn", 1, tmp_path, side_by_side=2).startswith("~60 s")  # one seed: no one beside it
+
+
+def test_a_familys_figure_pools_the_seeds_of_its_cells(tmp_path):
+    """Every cell of a (dataset, method) trains the same network: their seeds are one figure."""
+    cell_table(tmp_path / "cora", "cadnet").write_text("seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,10.0\n")
+    cell_table(tmp_path / "cora", "cadnet", "beta-beta=0.5").write_text(
+        "seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,30.0\n")
+    cell_table(tmp_path / "cora", "cadnet", "beta-beta=0.5_epochs").write_text("epoch,seeds_running\n0,1\n")
+    assert plan.estimate("cora", "cadnet", 60, tmp_path).startswith("~2.0 min")  # 2 s per seed: (1 + 3) / 2

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import FAKE_ACCS, update_params, write_tables_of_fake_seeds
-from pipeline import plot
+from pipeline import config, plot
 from pipeline.config import DataError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -112,13 +112,14 @@ def test_a_full_disk_leaves_every_figure_and_data_file_as_it_was(evaluated, monk
     assert {p: p.read_bytes() for p in [*figures.iterdir(), *data.iterdir()]} == before
     monkeypatch.undo()
 
-    def unreadable(dataset, method):
-        raise DataError(f"{dataset}/{method}: damaged")
+    def unreadable(cell):
+        raise DataError(f"{cell}: damaged")
 
     update_params(evaluated, methods=["cadnet", "cadnet_pull"])
+    cells = [config.Cell("main", "cora", "cadnet"), config.Cell("main", "cora", "cadnet_pull")]
     with pytest.raises(DataError):  # the data of no cell is written, and none removed, before all were read
-        plot.write_cell_data("accuracy", [("cora", "cadnet"), ("cora", "cadnet_pull")],
-                             lambda d, m: plot.accuracy_per_seed(d, m) if m == "cadnet" else unreadable(d, m))
+        plot.write_cell_data("accuracy", cells,
+                             lambda cell: plot.accuracy_per_seed(cell) if cell.method == "cadnet" else unreadable(cell))
     assert {p: p.read_bytes() for p in [*figures.iterdir(), *data.iterdir()]} == before
 
 
@@ -140,10 +141,10 @@ def test_without_default_method_uses_the_selected_one(cora_workdir):
 
 
 def test_missing_eval_output_names_the_file(evaluated):
-    (evaluated / "reports/eval/cora/cadnet_gamma.csv").unlink()
+    (evaluated / "reports/eval/cora/cadnet/main_gamma.csv").unlink()
     with pytest.raises(DataError) as info:
         plot.main([])
-    assert "reports/eval/cora/cadnet_gamma.csv" in str(info.value)
+    assert "reports/eval/cora/cadnet/main_gamma.csv" in str(info.value)
     assert "\n" not in str(info.value)
 
 
@@ -184,12 +185,13 @@ def test_a_methods_tick_names_its_seed_count_and_the_papers_oom(evaluated):
     paper could not run says what the paper reports instead of a number."""
     update_params(evaluated, baselines={"datasets": ["cora"], "methods": ["gcn", "cheb"], "runs": {}})
     write_tables_of_fake_seeds(evaluated, method="gcn", accs=(0.80, 0.81, 0.82))
-    cheb = evaluated / "reports/eval/cora/cheb.csv"
-    cheb.write_text((evaluated / "reports/eval/cora/gcn.csv").read_text().splitlines()[0] + "\n")  # 0 runs
-    cheb.with_suffix(".json").write_text('{"runs": 0}')  # as evaluate summarises a cell set to 0 runs
+    cheb = evaluated / "reports/eval/cora/cheb/baselines.csv"
+    cheb.parent.mkdir()
+    cheb.write_text((evaluated / "reports/eval/cora/gcn/baselines.csv").read_text().splitlines()[0] + "\n")  # 0 runs
+    (evaluated / "reports/eval/cora/cheb.json").write_text('{"baselines": {"runs": 0}}')  # as evaluate summarises it
     paper = plot.load_paper()
     paper["table2"]["cheb"]["cora"] = "OOM"
-    fig = plot.table2_figure("cora", ["cheb", "gcn", "cadnet"], paper)
+    fig = plot.table2_figure(config.load_params(), "cora", ["cheb", "gcn", "cadnet"], paper)
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     plot.plt.close(fig)
     assert ticks == ["Cheby\nnot run\npaper OOM", "GCN\n3 seeds", "CAD-Net\n3 seeds"], ticks
@@ -204,8 +206,8 @@ def test_table2_figure_shows_a_variant_beside_its_row(evaluated, monkeypatch):
         write_tables_of_fake_seeds(evaluated, method=method, accs=(0.80, 0.81, 0.82))
     drawn = {}
     real = plot.table2_figure
-    monkeypatch.setattr(plot, "table2_figure", lambda dataset, methods, paper: drawn.setdefault(dataset, methods)
-                        and real(dataset, methods, paper))
+    monkeypatch.setattr(plot, "table2_figure", lambda params, dataset, methods, paper: drawn.setdefault(dataset, methods)
+                        and real(params, dataset, methods, paper))
     plot.main([])
     assert drawn["cora"] == ["gcn", "mixhop", "mixhop_l2", "cadnet"]
     update_params(evaluated, variants={"datasets": ["cora"], "methods": ["mixhop_l2"], "runs": {"cora": {"mixhop_l2": 0}}})

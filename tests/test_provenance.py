@@ -6,16 +6,16 @@ import subprocess
 from pipeline import provenance
 
 
-def _git(root, *args):
+def _git(root, *args, date="2026-11-20T10:00:00"):
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_AUTHOR_DATE": "2026-11-20T10:00:00",
-           "GIT_COMMITTER_DATE": "2026-11-20T10:00:00", "PATH": "/usr/bin:/bin"}
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_AUTHOR_DATE": date,
+           "GIT_COMMITTER_DATE": date, "PATH": "/usr/bin:/bin"}
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True, env=env).stdout
 
 
 def test_each_cell_gets_its_seeds_machines_time_and_last_commit(evaluated):
     """Three fake seeds on cpu, of 5, 6 and 7 epochs, here at 10 s per seed-epoch: 180 s."""
-    table = evaluated / "reports/eval/cora/cadnet.csv"
+    table = evaluated / "reports/eval/cora/cadnet/main.csv"
     table.write_text(table.read_text().replace(",10,", ",10000,").replace(",11,", ",10000,").replace(",12,", ",10000,"))
     _git(evaluated, "init", "-q")
     _git(evaluated, "add", "reports")
@@ -23,8 +23,13 @@ def test_each_cell_gets_its_seeds_machines_time_and_last_commit(evaluated):
     commit = _git(evaluated, "log", "-1", "--format=%h").strip()
     provenance.main([])
     rows = [line for line in (evaluated / "reports/RUNS.md").read_text().splitlines() if line.startswith("| cora")]
-    assert rows == [f"| cora | cadnet | 3 | cpu (3) | batched (chunk of 3) | 3.0 min | 2026-11-20 ({commit}) |"]
+    assert rows == [f"| cora | cadnet | main | 3 | cpu (3) | batched (chunk of 3) | 3.0 min | 2026-11-20 ({commit}) |"]
+    # a table moved whole keeps the date of its numbers; one whose numbers change gets the new one
+    (table.parent / "beta").mkdir()
+    _git(evaluated, "mv", "reports/eval/cora/cadnet/main.csv", "reports/eval/cora/cadnet/beta/moved.csv")
+    _git(evaluated, "commit", "-q", "-m", "moved", date="2026-12-01T10:00:00")
+    assert provenance.last_change(table.parent / "beta/moved.csv") == f"2026-11-20 ({commit})"
 
 
 def test_outside_git_the_date_is_a_dash(evaluated):
-    assert provenance.last_change(evaluated / "reports/eval/cora/cadnet.csv") == "-"
+    assert provenance.last_change(evaluated / "reports/eval/cora/cadnet/main.csv") == "-"

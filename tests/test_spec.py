@@ -123,9 +123,11 @@ def test_numbers_move_only_with_a_new_version(case):
 
 def test_a_cells_identity_is_its_spec_without_the_count_of_seeds_and_the_tables_layout():
     params = SHIPPED_PARAMS
-    cadnet = spec.cell_spec(params, "cora", "cadnet")
+    cadnet = spec.cell_spec(params, config.Cell("main", "cora", "cadnet"))
     assert spec.seed_identity({**cadnet, "runs": 3}) == spec.seed_identity(cadnet)
     assert spec.seed_identity({**cadnet, "tables": 99}) == spec.seed_identity(cadnet)
+    # a cell of another study with the same settings trains the same seeds; a grid value is a setting
+    assert spec.seed_identity({**cadnet, "study": "rates", "setting": {"train_per_class": 20}}) == spec.seed_identity(cadnet)
     for key, value in (("code", {**cadnet["code"], "loop": 2}), ("settings", {**cadnet["settings"], "beta": 0.5}),
                        ("data", {**cadnet["data"], "raw_sha256": []})):
         assert spec.seed_identity({**cadnet, key: value}) != spec.seed_identity(cadnet), key
@@ -137,9 +139,12 @@ def test_a_stale_spec_stops_a_stage_run_by_hand(workdir):
 
     params = config.load_params()
     check.write_specs(params)
-    assert spec.current_spec(params, "cora", "cadnet")["runs"] == params["runs"]
-    with pytest.raises(config.ConfigError, match=r"data/specs/cora/cadnet\.json: written for other settings"):
-        spec.current_spec({**params, "beta": 0.5}, "cora", "cadnet")
+    assert [s["runs"] for s in spec.current_family(params, "cora", "cadnet")] == [params["runs"]]
+    with pytest.raises(config.ConfigError, match=r"data/specs/cora/cadnet/main\.json: written for other settings"):
+        spec.current_family({**params, "beta": 0.5}, "cora", "cadnet")
+    grid = {**params["studies"], "b": {"datasets": ["cora"], "methods": ["cadnet"], "runs": 1, "grid": {"beta": [0.5]}}}
+    with pytest.raises(config.ConfigError, match=r"data/specs/cora/cadnet/_cells\.json: written for other settings"):
+        spec.current_family({**params, "studies": grid}, "cora", "cadnet")
 
 
 if __name__ == "__main__":  # record the outputs of the versions the code has now

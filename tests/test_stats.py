@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_STD, update_params, write_data_stats, write_tables_of_fake_seeds
-from pipeline import stats
+from pipeline import config, stats
 from pipeline.config import ConfigError, DataError
 
 PAPER_CORA = (84.3, 0.5)
@@ -23,6 +23,11 @@ def evaluated(evaluated: Path) -> Path:
     """conftest's cora/cadnet evaluated, and reports/data/cora.json in place."""
     write_data_stats(evaluated, "cora")
     return evaluated
+
+
+def collect(tables: dict, paper: dict) -> dict:
+    """stats.collect of per-seed tables given by (dataset, method), as cells of Table 2."""
+    return stats.collect({config.Cell("main", d, m): table for (d, m), table in tables.items()}, paper)
 
 
 def run_stats(root: Path) -> tuple[dict, str]:
@@ -91,7 +96,8 @@ def test_bootstrap_ci_on_larger_sample():
 def test_only_selected_datasets_are_read(evaluated):
     stale = evaluated / "reports/eval/citeseer"
     stale.mkdir(parents=True)
-    (stale / "cadnet.csv").write_text(
+    (stale / "cadnet").mkdir()
+    (stale / "cadnet/main.csv").write_text(
         "seed,test_acc,val_acc,best_val_loss,selected_epoch,epochs_run,ms_per_seed_epoch,gamma_mean,engine\n"
         "0,0.5,0.5,1.0,3,5,1.0,0.9,single\n1,0.6,0.6,1.0,3,5,1.0,0.9,single\n"
     )
@@ -100,7 +106,8 @@ def test_only_selected_datasets_are_read(evaluated):
     assert list(metrics) == ["cora"]
     assert "| citeseer |" not in results
     # and a stale other method of the selected dataset is not read either
-    (evaluated / "reports/eval/cora/cadnet_pull.csv").write_text((stale / "cadnet.csv").read_text())
+    (evaluated / "reports/eval/cora/cadnet_pull").mkdir()
+    (evaluated / "reports/eval/cora/cadnet_pull/main.csv").write_text((stale / "cadnet/main.csv").read_text())
     metrics, results = run_stats(evaluated)
     assert "cadnet_pull" not in metrics["cora"]
     assert "cadnet_pull |" not in results
@@ -163,7 +170,7 @@ def test_missing_eval_csv_names_the_file(cora_workdir):
     write_data_stats(cora_workdir, "cora")
     with pytest.raises(DataError) as info:
         stats.main([])
-    assert "reports/eval/cora/cadnet.csv" in str(info.value)
+    assert "reports/eval/cora/cadnet/main.csv" in str(info.value)
     assert "dvc repro" in str(info.value) and "cora/cadnet" in str(info.value)
     assert "\n" not in str(info.value)
     assert not (cora_workdir / "reports/metrics.json").exists()
@@ -243,13 +250,13 @@ def test_a_paper_cell_marked_oom_is_shown_as_such(evaluated):
 
 @pytest.mark.parametrize("edit", ["duplicate", "drop"])
 def test_stats_refuses_an_incomplete_or_duplicated_seed_set(evaluated, edit):
-    path = evaluated / "reports/eval/cora/cadnet.csv"
+    path = evaluated / "reports/eval/cora/cadnet/main.csv"
     lines = path.read_text().splitlines()
     lines = lines + [lines[1]] if edit == "duplicate" else lines[:-1]
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError) as info:
         stats.main([])
-    assert "\n" not in str(info.value) and "cadnet.csv" in str(info.value) and "seeds 0-2 once each" in str(info.value)
+    assert "\n" not in str(info.value) and "cadnet/main.csv" in str(info.value) and "seeds 0-2 once each" in str(info.value)
     assert not (evaluated / "reports/metrics.json").exists()
 
 
@@ -295,7 +302,7 @@ def test_a_baseline_still_improving_at_its_last_epoch_is_flagged_in_table2_and_t
     tables = {("photo", "cadnet"): cell([100, 90, 100, 80], [100] * 4),  # half its seeds: not flagged
               ("photo", "gcn"): cell([200, 200, 200, 199], [200, 200, 200, 199]),  # all: flagged
               ("photo", "appnp"): cell([150, 120, 200, 200], [170, 140, 200, 200])}
-    metrics = stats.collect(tables, paper)
+    metrics = collect(tables, paper)
     assert metrics["photo"]["gcn"]["last_epoch_share"] == 1.0 and metrics["photo"]["cadnet"]["last_epoch_share"] == 0.5
     params = {"datasets": ["photo"]}
     table2 = "\n".join(stats.table2_markdown(metrics, params, paper))
@@ -313,7 +320,7 @@ def test_a_variant_compared_with_a_table2_row_follows_that_row_in_table2():
     paper = stats.load_paper()
     cell = pd.DataFrame({"seed": [0, 1], "test_acc": [0.70, 0.72], "selected_epoch": [10, 10], "epochs_run": [400, 400]})
     tables = {("citeseer", m): cell for m in ("mixhop", "mixhop_l2", "cadnet")}
-    metrics = stats.collect(tables, paper)
+    metrics = collect(tables, paper)
     rows = [line.split(" | ")[0] for line in stats.table2_markdown(metrics, {"datasets": ["citeseer"]}, paper)
             if line.startswith("| ") and " / " in line]
     at = rows.index("| MixHop")
@@ -333,7 +340,27 @@ def test_the_claims_name_a_still_improving_baseline_only_where_it_is_the_rival(g
     tables = {("photo", "cadnet"): cell(0.90, [100, 90, 100, 80], [100] * 4),
               ("photo", "gcn"): cell(gcn_acc, [200] * 4, [200] * 4),  # still improving
               ("photo", "appnp"): cell(0.85, [150, 120, 180, 190], [170, 140, 200, 200])}
-    metrics = stats.collect(tables, paper)
+    metrics = collect(tables, paper)
     compared = stats.comparisons(tables, metrics, {"datasets": ["photo"]})
     claims = "\n".join(stats.claims_markdown(stats.accuracy_claims(compared, metrics)))
     assert ("not final: GCN still improving" in claims) == caveat, claims
+
+
+def test_a_study_with_a_grid_is_a_table_of_its_values_side_by_side(evaluated):
+    """A study's cells are keyed by their grid values: in the metrics (`cora.cadnet@beta-beta=0.5`)
+    and in a table of their own in results.md, a column per value, "not run" where none ran."""
+    from conftest import fake_record, read_params, write_params
+    from pipeline import train
+
+    params = read_params(evaluated)
+    params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2, "grid": {"beta": [0.5, 0.9]}}
+    write_params(evaluated, params)
+    train.write_tables("cora", "cadnet", "beta-beta=0.5", [fake_record(0, 0.70), fake_record(1, 0.74)])
+    train.write_tables("cora", "cadnet", "beta-beta=0.9", [fake_record(0, 0.80), fake_record(1, 0.84)])
+    write_tables_of_fake_seeds(evaluated)  # the specs, main's tables, then evaluate
+    metrics, results = run_stats(evaluated)
+    assert metrics["cora"]["cadnet@beta-beta=0.5"]["test_acc"]["mean"] == pytest.approx(72.0)
+    assert metrics["cora"]["cadnet"]["test_acc"]["mean"] == pytest.approx(FAKE_MEAN, abs=1e-3)  # Table 2's cell
+    assert "## Study `beta`" in results
+    assert "| dataset | method | beta=0.5 | beta=0.9 |" in results
+    assert "| cora | CAD-Net (AdaCAD) | 72.00 ± 2.83 (2 seeds) | 82.00 ± 2.83 (2 seeds) |" in results

@@ -15,7 +15,15 @@ from pipeline import config, plot, stats, tables
 
 
 def _table(root):
-    return root / "reports/eval/cora/cadnet.csv"
+    return root / "reports/eval/cora/cadnet/main.csv"
+
+
+def _summary(root):
+    return root / "reports/eval/cora/cadnet.json"
+
+
+def _write_summary(root, summary) -> None:
+    _summary(root).write_text(json.dumps({"main": summary}))
 
 
 def _edit_table(root, **column_values) -> None:
@@ -30,33 +38,35 @@ def _edit_table(root, **column_values) -> None:
 def _summary_of_table(root) -> None:
     """Rewrite the summary from the (edited) table, as a careful forger would."""
     table = pd.read_csv(_table(root))
-    _table(root).with_suffix(".json").write_text(json.dumps(tables.summarize(table)))
+    _write_summary(root, tables.summarize(table))
 
 
 def test_the_tables_evaluate_wrote_pass(evaluated):
-    table = tables.read_per_seed("cora", "cadnet", runs=3)
+    table = tables.read_per_seed("cora", "cadnet", "main", runs=3)
     assert table["seed"].tolist() == [0, 1, 2]
 
 
 CORRUPTIONS = {
-    "summary cut short": (lambda root: _table(root).with_suffix(".json").write_text('{"runs": 3, "test_a'),
+    "summary cut short": (lambda root: _summary(root).write_text('{"main": {"runs": 3, "test_a'),
                           ["cadnet.json", "not a summary evaluate wrote"]),
-    "summary missing": (lambda root: _table(root).with_suffix(".json").unlink(), ["cadnet.json", "missing"]),
-    "summary of other numbers": (lambda root: _table(root).with_suffix(".json").write_text(
-        json.dumps({"runs": 3, "test_acc": {"mean": 90.0, "std": 2.1}})), ["cadnet.json", "90.0", "83.6"]),
+    "summary missing": (lambda root: _summary(root).unlink(), ["cadnet.json", "missing"]),
+    "summary of the cell missing": (lambda root: _summary(root).write_text("{}"), ["cadnet.json", "no summary of main"]),
+    "summary of other numbers": (lambda root: _write_summary(root, {"runs": 3, "test_acc": {"mean": 90.0, "std": 2.1}}),
+                                 ["cadnet.json", "90.0", "83.6"]),
     "table cut mid-row": (lambda root: _table(root).write_text(_table(root).read_text()[:-25]),
-                          ["cadnet.csv"]),
-    "table emptied": (lambda root: _table(root).write_text(""), ["cadnet.csv", "not a per-seed table"]),
-    "a test accuracy changed": (lambda root: _edit_table(root, test_acc=(0, 0.5)), ["cadnet.json", "cadnet.csv"]),
-    "garbage in a number": (lambda root: _edit_table(root, test_acc=(1, "0.8x")), ["cadnet.csv", "test_acc", "not a number"]),
+                          ["cadnet/main.csv"]),
+    "table emptied": (lambda root: _table(root).write_text(""), ["cadnet/main.csv", "not a per-seed table"]),
+    "a test accuracy changed": (lambda root: _edit_table(root, test_acc=(0, 0.5)), ["cadnet.json", "main.csv"]),
+    "garbage in a number": (lambda root: _edit_table(root, test_acc=(1, "0.8x")),
+                            ["cadnet/main.csv", "test_acc", "not a number"]),
     "a percent where a fraction belongs, summary to match": (
         lambda root: (_edit_table(root, test_acc=(0, 7.5)), _summary_of_table(root)),
-        ["cadnet.csv", "test_acc of seed 0", "7.5", "[0, 1]"]),
+        ["cadnet/main.csv", "test_acc of seed 0", "7.5", "[0, 1]"]),
     "a selected epoch past the last": (lambda root: (_edit_table(root, selected_epoch=(2, 99)), _summary_of_table(root)),
-                                       ["cadnet.csv", "seed 2", "selected epoch 99"]),
+                                       ["cadnet/main.csv", "seed 2", "selected epoch 99"]),
     "a seed row doubled, summary to match": (
         lambda root: (_table(root).write_text(_table(root).read_text() + _table(root).read_text().splitlines()[1] + "\n"),
-                      _summary_of_table(root)), ["cadnet.csv", "4 rows of 3 distinct seeds"]),
+                      _summary_of_table(root)), ["cadnet/main.csv", "4 rows of 3 distinct seeds"]),
 }
 
 
@@ -78,10 +88,10 @@ def test_a_corrupted_table_or_summary_stops_stats_and_plot_with_one_line(evaluat
 
 def test_a_cell_set_to_zero_runs_is_a_valid_empty_table(workdir):
     folder = workdir / "reports/eval/cora"
-    folder.mkdir(parents=True)
-    pd.DataFrame(columns=tables.PER_SEED_COLUMNS).to_csv(folder / "gcn.csv", index=False)
-    (folder / "gcn.json").write_text(json.dumps({"runs": 0}))
-    assert tables.read_per_seed("cora", "gcn").empty
+    (folder / "gcn").mkdir(parents=True)
+    pd.DataFrame(columns=tables.PER_SEED_COLUMNS).to_csv(folder / "gcn/baselines.csv", index=False)
+    (folder / "gcn.json").write_text(json.dumps({"baselines": {"runs": 0}}))
+    assert tables.read_per_seed("cora", "gcn", "baselines").empty
 
 
 # ------------------------------------------------------------- what train writes from the seeds

@@ -4,6 +4,7 @@ the stage's bookkeeping: resuming, reusing, setting aside, and failing without l
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
 import shutil
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PROJECT_ROOT, SHIPPED_PARAMS, fake_record, train_cell, update_params
+from conftest import PROJECT_ROOT, SHIPPED_PARAMS, fake_record, read_params, train_cell, update_params, write_params
 from pipeline import config, preprocess, spec, train
 from pipeline.batched import BatchedCADNet
 from pipeline.seeds import SeedStreams, dropout
@@ -239,7 +240,13 @@ def _cora_workdir(workdir, method="cadnet", **params):
     graph_dir = workdir / "data/processed/cora"
     graph_dir.mkdir(parents=True, exist_ok=True)
     save_torch(synthetic_graph(), graph_dir / "graph.pt")
-    return workdir / f"data/runs/cora/{method}"
+    return workdir / f"data/runs/cora/{method}/main"
+
+
+def _forget_tables(workdir, method="cadnet"):
+    """As if the last run had stopped before writing the cell's tables: train judges the cell
+    by its seeds again (a cell whose tables were written under its spec is kept as it is)."""
+    shutil.rmtree(workdir / f"reports/eval/cora/{method}")
 
 
 def _records(run_dir):
@@ -256,6 +263,7 @@ def test_a_seed_does_not_depend_on_its_chunk_and_a_resume_retrains_only_the_lost
     mtimes = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
     lost = run_dir / "seed_037.pt"
     lost.unlink()
+    _forget_tables(workdir)
 
     train_cell(["cora", "cadnet"])
     again = torch.load(lost, weights_only=False)
@@ -294,6 +302,7 @@ def test_a_value_that_fails_late_loses_no_finished_seed(workdir, bad):
     train_cell(["cora", "cadnet"])
     before = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
     update_params(workdir, **bad)
+    _forget_tables(workdir)  # a memory budget is not in CAD-Net's spec: its tables would stand
     with pytest.raises(config.PipelineError):
         train_cell(["cora", "cadnet"])
     assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")} == before
@@ -316,6 +325,7 @@ def test_a_copied_seed_file_is_not_counted_as_another_seed(workdir):
     run_dir = _cora_workdir(workdir, runs=3, epochs=3)
     train_cell(["cora", "cadnet"])
     shutil.copy(run_dir / "seed_001.pt", run_dir / "seed_002.pt")
+    _forget_tables(workdir)
     train_cell(["cora", "cadnet"])  # seed 2 is retrained: the copy holds seed 1
     assert torch.load(run_dir / "seed_002.pt", weights_only=False)["seed"] == 2
 
@@ -335,7 +345,7 @@ def test_a_diverging_loss_stops_with_one_line_naming_seed_and_epoch(workdir):
     graph["x"] = torch.sparse_coo_tensor(graph["x"].indices(), torch.full_like(graph["x"].values(), float("nan")),
                                          graph["x"].shape).coalesce()
     save_torch(graph, workdir / "data/processed/cora/graph.pt")
-    with pytest.raises(train.TrainingError, match=r"cora/cadnet: seed 0: training loss is nan at epoch 1"):
+    with pytest.raises(train.TrainingError, match=r"cora/cadnet/main: seed 0: training loss is nan at epoch 1"):
         train_cell(["cora", "cadnet"])
 
 
@@ -346,7 +356,7 @@ def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: not enough memory: you tried "
                            "to allocate 4000000000000 bytes.\nmore detail")
     monkeypatch.setattr(train, "train_chunk", no_memory)
-    with pytest.raises(train.TrainingError, match=r"^cora/cadnet: out of memory on cpu with chunks of 2 seeds .*seed_chunk"):
+    with pytest.raises(train.TrainingError, match=r"^cora/cadnet/main: out of memory on cpu with chunks of 2 seeds .*seed_chunk"):
         train_cell(["cora", "cadnet"])
 
 
@@ -379,7 +389,7 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
     train_cell(["cora", "cadnet"])
-    records = [torch.load(p, weights_only=False) for p in sorted((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))]
+    records = [torch.load(p, weights_only=False) for p in sorted((workdir / "data/runs/cora/cadnet/main").glob("seed_*.pt"))]
     assert [r["engine"] for r in records] == ["single"] * 3
     from pipeline import config
 
@@ -443,7 +453,7 @@ def test_graph_unet_seeds_on_cpu_train_in_fresh_processes_with_the_reference_res
     train_cell(["cora", "graph_unet"])
     hp = config.hparams_for(config.load_params(), "cora", "graph_unet")
     for seed in range(2):
-        record = torch.load(workdir / f"data/runs/cora/graph_unet/seed_{seed:03d}.pt", weights_only=False)
+        record = torch.load(workdir / f"data/runs/cora/graph_unet/baselines/seed_{seed:03d}.pt", weights_only=False)
         reference = train.train_seed(synthetic_graph(), hp, seed, "cpu", "graph_unet")
         assert record["history"] == reference["history"] and record["test_acc"] == reference["test_acc"]
 
@@ -454,6 +464,7 @@ def test_a_corrupt_graph_file_is_one_line_naming_it_and_the_fix(workdir):
     before = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
     graph_file = workdir / "data/processed/cora/graph.pt"
     graph_file.write_bytes(graph_file.read_bytes()[:200])  # truncated
+    _forget_tables(workdir)
     with pytest.raises(config.DataError) as info:
         train_cell(["cora", "cadnet"])
     message = str(info.value)
@@ -467,7 +478,7 @@ def test_a_cell_set_to_zero_runs_trains_nothing_and_keeps_its_seeds_for_later(wo
     stash and come back, untouched, when the runs come back."""
     _cora_workdir(workdir, runs=2, epochs=3)
     update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {}})
-    run_dir = workdir / "data/runs/cora/rw"
+    run_dir = workdir / "data/runs/cora/rw/variants"
     train_cell(["cora", "rw"])
     before = _records(run_dir)
     update_params(workdir, variants={"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": 0}}})
@@ -501,9 +512,9 @@ def test_a_cells_own_seed_chunk_is_not_in_its_identity_its_chunk_size_is(workdir
     params = config.load_params()
     own = params["method_hparams"]
     capped = {**params, "method_hparams": {**own, "cadnet": {"seed_chunk": 5}}}
-    assert spec.seed_identity(spec.cell_spec(capped, "cora", "cadnet")) == \
-        spec.seed_identity(spec.cell_spec(params, "cora", "cadnet"))
-    gcn = spec.cell_spec(params, "cora", "gcn")
+    cadnet = config.Cell(config.table_cell_name(params, "cadnet"), "cora", "cadnet")
+    assert spec.seed_identity(spec.cell_spec(capped, cadnet)) == spec.seed_identity(spec.cell_spec(params, cadnet))
+    gcn = spec.cell_spec(params, config.Cell(config.table_cell_name(params, "gcn"), "cora", "gcn"))
     assert spec.seed_identity(gcn, 5) != spec.seed_identity(gcn, 25)
 
 
@@ -559,15 +570,16 @@ def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(wor
     assert torch.equal(train.load_cell_graph("cora", False)["x"].to_dense(), counts)
 
     train_cell(["cora", "gcn"])
-    record = torch.load(workdir / "data/runs/cora/gcn/seed_000.pt", weights_only=False)
+    record = torch.load(workdir / "data/runs/cora/gcn/baselines/seed_000.pt", weights_only=False)
     as_read = train.train_chunk(graph, gcn, [0], "cpu", "gcn")[0]
     as_written = train.train_chunk(normalised, gcn, [0], "cpu", "gcn")[0]
     assert record["history"]["train_loss"] == pytest.approx(as_read["history"]["train_loss"], rel=1e-6)
     assert record["history"]["train_loss"] != pytest.approx(as_written["history"]["train_loss"], rel=1e-3)
     # the rule it normalises by is part of what the seed must match
-    before = spec.cell_spec(config.load_params(), "cora", "gcn")
+    cell = config.Cell("baselines", "cora", "gcn")
+    before = spec.cell_spec(config.load_params(), cell)
     update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {}})
-    assert spec.seed_identity(spec.cell_spec(config.load_params(), "cora", "gcn"), 1) != spec.seed_identity(before, 1)
+    assert spec.seed_identity(spec.cell_spec(config.load_params(), cell), 1) != spec.seed_identity(before, 1)
 
 
 # ------------------------------------------------------------------------ shards
@@ -633,13 +645,13 @@ def test_a_second_train_of_the_same_cell_is_refused_while_shares_run_side_by_sid
         assert "cora/cadnet: process" in str(info.value) and "is training this cell now" in str(info.value)
         with pytest.raises(train.TrainingError):
             train_cell(["cora", "cadnet", "--shard", "1/2"])  # a share beside the whole run
-    assert not list((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))
+    assert not list((workdir / "data/runs/cora/cadnet/main").glob("seed_*.pt"))
     with train.cell_lock("cora", "cadnet", (0, 2), "cora/cadnet (shard 0/2)"):
         train_cell(["cora", "cadnet", "--shard", "1/2"])  # the other share runs
         with pytest.raises(train.TrainingError):
             train_cell(["cora", "cadnet", "--shard", "0/2"])  # the same share does not
     train_cell(["cora", "cadnet"])  # the locks went with their holders
-    assert len(list((workdir / "data/runs/cora/cadnet").glob("seed_*.pt"))) == 2
+    assert len(list((workdir / "data/runs/cora/cadnet/main").glob("seed_*.pt"))) == 2
 
 
 def _stage_process(workdir, *argv: str) -> subprocess.Popen:
@@ -689,7 +701,7 @@ def test_a_full_disk_in_train_is_one_line_naming_the_file_and_keeping_the_seeds_
     with pytest.raises(SystemExit) as info:
         config.run_main(train.main, ["cora", "cadnet"], kept="every seed file finished before it is kept")
     message = str(info.value.code)
-    assert message == ("error: data/runs/cora/cadnet/seed_002.pt: no space left on device; every seed file "
+    assert message == ("error: data/runs/cora/cadnet/main/seed_002.pt: no space left on device; every seed file "
                        "finished before it is kept; free some space and run it again")
     assert sorted(p.name for p in run_dir.iterdir()) == ["seed_000.pt", "seed_001.pt"]
 
@@ -744,3 +756,87 @@ def test_the_tables_are_written_from_the_cells_own_seeds_only(tmp_path, replace_
     with pytest.raises(train.TrainingError) as info:
         train.load_records(tmp_path, "cora", "cadnet", 2, "id")
     assert "seed_001.pt" in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_family_trains_the_cells_whose_spec_moved_and_keeps_the_others(workdir, capsys):
+    """Cells of several studies in one (dataset, method): a new grid value trains that cell only,
+    the others' tables (written under their spec) are kept as they are; a value dropped takes
+    its tables out of the family's folder; a grid value is the setting the cell trains with."""
+    _cora_workdir(workdir, runs=2, epochs=3)
+    params = read_params(workdir)
+    params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 1, "grid": {"beta": [0.5]}}
+    write_params(workdir, params)
+    train_cell(["cora", "cadnet"])
+    folder = workdir / "reports/eval/cora/cadnet"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "_written.json", "beta-beta=0.5.csv", "beta-beta=0.5_epochs.csv", "beta-beta=0.5_gamma.csv",
+        "main.csv", "main_epochs.csv", "main_gamma.csv"]
+    record = torch.load(workdir / "data/runs/cora/cadnet/beta-beta=0.5/seed_000.pt", weights_only=False)
+    hp = config.cell_hparams(config.load_params(), config.Cell("beta", "cora", "cadnet", (("beta", 0.5),)))
+    assert hp["beta"] == 0.5
+    assert record["test_acc"] == train.train_chunk(synthetic_graph(), hp, [0], "cpu", "cadnet")[0]["test_acc"]
+    before = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.csv")}
+
+    params["studies"]["beta"]["grid"]["beta"] = [0.5, 0.9]
+    write_params(workdir, params)
+    capsys.readouterr()
+    train_cell(["cora", "cadnet"])
+    err = capsys.readouterr().err
+    assert "2 of its 3 cells' tables were written under their spec already; kept" in err
+    assert "train cora/cadnet/beta-beta=0.9: 1 seeds, 0 reused, 1 to train" in err and "cora/cadnet/main:" not in err
+    assert {p.name: p.stat().st_mtime_ns for p in folder.glob("*.csv") if p.name in before} == before
+
+    params["studies"]["beta"]["grid"]["beta"] = [0.9]
+    write_params(workdir, params)
+    train_cell(["cora", "cadnet"])
+    assert not (folder / "beta-beta=0.5.csv").exists() and (folder / "beta-beta=0.9.csv").exists()
+    assert set(json.loads((folder / "_written.json").read_text())) == {"main", "beta-beta=0.9"}
+    assert (workdir / "data/runs/cora/cadnet/beta-beta=0.5/seed_000.pt").exists()  # its seed is kept
+
+
+def test_seed_files_of_the_layout_without_cell_folders_are_taken_by_the_cell_of_their_spec(workdir, capsys):
+    """data/runs/<dataset>/<method>/seed_NNN.pt (before a family held several cells) go to the
+    stash under their identity, and the cell of that identity takes them back: nothing retrains."""
+    run_dir = _cora_workdir(workdir, runs=2, epochs=3)
+    train_cell(["cora", "cadnet"])
+    before = _records(run_dir)
+    for path in run_dir.glob("seed_*.pt"):
+        path.rename(run_dir.parent / path.name)
+    run_dir.rmdir()
+    _forget_tables(workdir)
+    capsys.readouterr()
+    train_cell(["cora", "cadnet"])
+    assert "2 seeds, 2 reused, 0 to train" in capsys.readouterr().err
+    assert {k: r["test_acc"] for k, r in _records(run_dir).items()} == {k: r["test_acc"] for k, r in before.items()}
+    assert not list(run_dir.parent.glob("seed_*.pt"))
+
+
+def test_a_table_edited_after_train_wrote_it_is_written_again_from_the_seeds(workdir):
+    """_written.json holds each cell's tables' checksum beside its spec's hash: a table changed
+    by hand is not one train wrote, so train writes it again from the seeds (training none)."""
+    _cora_workdir(workdir, runs=2, epochs=3)
+    train_cell(["cora", "cadnet"])
+    table = workdir / "reports/eval/cora/cadnet/main.csv"
+    written = table.read_text()
+    table.write_text(written.replace(",0.", ",0.9", 1))
+    train_cell(["cora", "cadnet"])
+    assert table.read_text() == written
+
+
+def test_a_kept_cell_puts_its_seeds_back_in_data_runs(workdir):
+    """Back to settings whose tables are committed (`git checkout params.yaml reports/`): train
+    keeps the tables, and still moves the seeds of those settings back from the stash, so that
+    data/runs holds the seeds the committed tables came from (what a DVC remote then carries)."""
+    run_dir = _cora_workdir(workdir, runs=2, epochs=3)
+    train_cell(["cora", "cadnet"])
+    first = {k: r["fingerprint"] for k, r in _records(run_dir).items()}
+    committed = workdir / "committed"
+    shutil.copytree(workdir / "reports/eval/cora/cadnet", committed)
+    update_params(workdir, epochs=4)
+    train_cell(["cora", "cadnet"])
+    assert {r["fingerprint"] for r in _records(run_dir).values()} != set(first.values())
+    update_params(workdir, epochs=3)
+    shutil.rmtree(workdir / "reports/eval/cora/cadnet")
+    shutil.copytree(committed, workdir / "reports/eval/cora/cadnet")
+    train_cell(["cora", "cadnet"])
+    assert {k: r["fingerprint"] for k, r in _records(run_dir).items()} == first
