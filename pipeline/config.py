@@ -27,7 +27,7 @@ DATASET_NAMES = {"citeseer": "CiteSeer", "cora": "Cora", "pubmed": "PubMed", "co
 METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
-SPLITS = ("public", "per_class")
+SPLITS = ("public", "per_class", "public_subset", "random_planetoid")  # pipeline.splits
 NORMALIZATIONS = ("clamped_sum", "sum")  # pipeline.preprocess.normalize_rows
 MAX_RUNS = 10_000  # seeds per cell: the paper runs 100; beyond this, a typo (1e12) more likely than intent
 DEVICES = ("auto", "cpu", "cuda")
@@ -36,8 +36,9 @@ TRANSITIONS = ("cad", "rw", "symna", "gat", "tf")
 PROPAGATIONS = ("steps", "ppr", "heat")
 WEIGHTINGS = ("adaptive", "none")
 # A study (params.yaml `studies.<name>`): the datasets and methods it trains, its seeds, and
-# optionally a grid of settings, each of its values a cell of its own (pipeline.config.Cell)
-STUDY_KEYS = ("datasets", "methods", "runs", "grid")
+# optionally settings of its own for all its cells and a grid of settings, each of its values a
+# cell of its own (pipeline.config.Cell)
+STUDY_KEYS = ("datasets", "methods", "runs", "settings", "grid")
 STUDY_NAME = re.compile(r"[a-z][a-z0-9_]*")
 # The studies whose cells Tables 2 and 3 of the paper report (pipeline.stats reads them by
 # (dataset, method), so a method is in one of them at most): CAD-Net's own row, its variants
@@ -305,24 +306,35 @@ def _check_study(params: dict, name: str, in_tables: dict[str, str]) -> None:
         _check_runs(f"{where}.runs", runs, lowest=0)
     else:  # a cell's runs may stay written while its method is dropped (`-S 'studies.variants.methods=[]'`)
         spec["runs"] = _check_runs_by_dataset(f"{where}.runs", runs, list(METHODS))
-    spec["grid"] = _check_grid(where, spec.get("grid"))
+    spec["settings"] = _check_settings(where, spec.get("settings"))
+    spec["grid"] = _check_values(f"{where}.grid", spec.get("grid"))
 
 
-def _check_grid(where: str, grid: Any) -> dict:
-    """A study's grid: setting -> its values (a cell each; several settings: every combination)."""
+def _check_settings(where: str, settings: Any) -> dict:
+    """A study's settings: setting -> the one value every cell of the study trains with."""
+    settings = {} if settings is None else settings
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{where}.settings: must map a setting to its value")
+    _check_values(f"{where}.settings", {key: [value] for key, value in settings.items()})
+    return settings
+
+
+def _check_values(where: str, grid: Any) -> dict:
+    """A study's grid (``where``: its key): setting -> its values (a cell each; several settings:
+    every combination). Its settings are checked so too, each value a list of one."""
     grid = {} if grid is None else grid
     if not isinstance(grid, dict):
-        raise ConfigError(f"{where}.grid: must map a setting to the list of its values")
+        raise ConfigError(f"{where}: must map a setting to the list of its values")
     for key, values in grid.items():
-        check_choice(f"{where}.grid", key, tuple(k for k in HPARAM_RULES if k not in NOT_IN_A_GRID))
+        check_choice(where, key, tuple(k for k in HPARAM_RULES if k not in NOT_IN_A_GRID))
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"{where}.grid.{key}: got {values!r}; allowed values: a non-empty list (one per line)")
+            raise ConfigError(f"{where}.{key}: got {values!r}; allowed values: a non-empty list (one per line)")
         for value in values:
             if not isinstance(value, (int, float, str)) or isinstance(value, bool):
-                raise ConfigError(f"{where}.grid.{key}: {value!r} is not a number or a name; a grid sweeps those")
-            _check_hparam(f"{where}.grid.{key}", key, value)
+                raise ConfigError(f"{where}.{key}: {value!r} is not a number or a name; a study sets those")
+            _check_hparam(f"{where}.{key}", key, value)
         if len(set(values)) < len(values):
-            raise ConfigError(f"{where}.grid.{key}: a value is listed twice; list each once")
+            raise ConfigError(f"{where}.{key}: a value is listed twice; list each once")
     return grid
 
 
@@ -343,14 +355,15 @@ def _check_protocol(protocol: Any) -> dict:
 
 def _check_runs_by_dataset(where: str, runs: Any, methods: list[str]) -> dict:
     """A study's runs per dataset: dataset -> runs, or dataset -> {method: runs} for some of its
-    methods (the others, and the datasets not named, use the top-level `runs`). 0 means the cell
-    is not run: it stays in the DVC matrix, trains nothing, and the tables say "not run"."""
+    methods; ``default``: the runs of every cell not named (else the top-level `runs`). 0 means
+    the cell is not run: it stays in the DVC matrix, trains nothing, and the tables say "not run"."""
     runs = {} if runs is None else runs  # absent or written empty; "" is not a mapping
     if not isinstance(runs, dict):
-        raise ConfigError(f"{where}: must be a number of runs, or map a dataset to its runs or to {{method: runs}}")
+        raise ConfigError(f"{where}: must be a number of runs, or map a dataset (or default) to its runs or to "
+                          f"{{method: runs}}")
     for name, value in runs.items():
-        check_choice(where, name, DATASETS)
-        if not isinstance(value, dict):
+        check_choice(where, name, (*DATASETS, "default"))
+        if name == "default" or not isinstance(value, dict):
             _check_runs(f"{where}.{name}", value, lowest=0)
             continue
         for method, count in value.items():
@@ -417,13 +430,14 @@ def table_cell_name(params: dict, method: str) -> str:
 
 
 def runs_for(params: dict, cell: Cell) -> int:
-    """Seeds of one cell: its study's `runs` (a number, or per dataset, or per dataset and method),
-    else the top-level `runs` (0: not run)."""
+    """Seeds of one cell: its study's `runs` (a number, or per dataset, or per dataset and method,
+    the others its `default`), else the top-level `runs` (0: not run)."""
     runs = params["studies"][cell.study].get("runs")
     if _is_int(runs):
         return runs
-    value = (runs or {}).get(cell.dataset, params["runs"])
-    return value.get(cell.method, params["runs"]) if isinstance(value, dict) else value
+    default = (runs or {}).get("default", params["runs"])
+    value = (runs or {}).get(cell.dataset, default)
+    return value.get(cell.method, default) if isinstance(value, dict) else value
 
 
 def baseline_methods(params: dict) -> list[str]:
@@ -442,14 +456,16 @@ def check_everything(params: dict) -> None:
 
 def cell_hparams(params: dict, cell: Cell) -> dict:
     """The hyperparameters a cell trains with: its (dataset, method)'s (:func:`hparams_for`), its
-    study's grid values over them. A grid sets what the method has and its entry leaves free."""
+    study's settings over them, and its grid values over those. A study sets what the method
+    has and its registry entry leaves free."""
     hp = hparams_for(params, cell.dataset, cell.method)
     fixed = REGISTRY[cell.method].fixed
-    for key, value in cell.setting:
+    own = params["studies"][cell.study].get("settings") or {}
+    for where, key, value in [("settings", k, v) for k, v in own.items()] + [("grid", k, v) for k, v in cell.setting]:
         if key not in hp or key in fixed:
             why = f"fixed by {cell.method}'s registry entry" if key in fixed else f"not a setting of {cell.method}"
-            raise ConfigError(f"studies.{cell.study}.grid.{key}: {why}; drop {cell.method} from the study or the key "
-                              f"from its grid")
+            raise ConfigError(f"studies.{cell.study}.{where}.{key}: {why}; drop {cell.method} from the study or the "
+                              f"key from its {where}")
         hp[key] = value
     return hp
 

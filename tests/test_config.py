@@ -560,7 +560,7 @@ def test_mixhop_l2_reads_mixhops_settings_but_fixes_its_lasso_to_zero(workdir):
     ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"rw": -1}}},
      ["studies.variants.runs.cora.rw", "an integer in [0, 10000]", "0: not run"]),
     ({"datasets": ["cora"], "methods": ["rw"], "runs": {"cora": {"gcnn": 5}}}, ["studies.variants.runs.cora", "'gcnn'", "rw"]),
-    ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["studies.variants", "datasets, methods, runs, grid"]),
+    ({"datasets": ["cora"], "methods": ["rw"], "seeds": 5}, ["studies.variants", "datasets, methods, runs, settings, grid"]),
     ({"methods": ["rw"]}, ["studies.variants.datasets", "missing"]),
 ])
 def test_a_study_is_checked(workdir, variants, message):  # noqa: D103
@@ -668,6 +668,19 @@ def test_runs_and_cells_of_the_studies(workdir):
     params["studies"]["main"]["runs"] = 12  # a number: every cell of the study
     loaded = load(workdir, params)
     assert [config.runs_for(loaded, c) for c in config.cells(loaded) if c.study == "main"] == [12]
+    # a default for the cells a study's runs do not name: e.g. none run but one
+    params = params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100)
+    params["methods"] = ["cadnet", "gcn"]
+    params["studies"]["rates"] = {"datasets": ["cora", "pubmed"], "methods": ["cadnet", "gcn"],
+                                  "runs": {"default": 0, "cora": {"cadnet": 20}, "pubmed": 5}}
+    loaded = load(workdir, params)
+    assert {str(c): config.runs_for(loaded, c) for c in config.cells(loaded) if c.study == "rates"} == {
+        "cora/cadnet/rates": 20, "cora/gcn/rates": 0, "pubmed/cadnet/rates": 5, "pubmed/gcn/rates": 5}
+    params["studies"]["rates"]["runs"] = {"defualt": 0}
+    write_params(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, "studies.rates.runs", "defualt", "default")
 
 
 # -------------------------------------------------------------------------- numbers as users write them
@@ -822,3 +835,29 @@ def test_a_baselines_protocol_is_checked(workdir, protocol, message):
     with pytest.raises(ConfigError) as info:
         config.load_params()
     assert_one_line(info.value, *message)
+
+
+def test_a_studys_settings_hold_for_all_its_cells_under_its_grid(workdir):
+    """The label-rate study: the public split's subsets (one setting for the study) at 5 and 10
+    labelled nodes per class (its grid); the names of its cells carry the grid only."""
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    params["studies"]["rates"] = {"datasets": ["cora"], "methods": ["cadnet"], "settings": {"split": "public_subset"},
+                                  "grid": {"train_per_class": [5, 10]}}
+    loaded = load(workdir, params)
+    cells = [c for c in config.cells(loaded) if c.study == "rates"]
+    assert [c.name for c in cells] == ["rates-train_per_class=5", "rates-train_per_class=10"]
+    hp = config.cell_hparams(loaded, cells[0])
+    assert (hp["split"], hp["train_per_class"]) == ("public_subset", 5)
+    assert config.hparams_for(loaded, "cora", "cadnet")["split"] == "public"  # Table 2's cell keeps its own
+    for settings, message in (({"split": "random"}, ["studies.rates.settings.split", "'random'", "public_subset"]),
+                              ([], ["studies.rates.settings", "must map"]),
+                              ({"seed_chunk": 5}, ["studies.rates.settings", "seed_chunk"])):
+        params["studies"]["rates"]["settings"] = settings
+        write_params(workdir, params)
+        with pytest.raises(ConfigError) as info:
+            config.load_params()
+        assert_one_line(info.value, *message)
+    params["studies"]["rates"] = {"datasets": ["cora"], "methods": ["cad"], "settings": {"beta": 0.5}}
+    with pytest.raises(ConfigError) as info:
+        config.check_everything(load(workdir, {**params, "methods": ["cadnet", "cad"]}))
+    assert_one_line(info.value, "studies.rates.settings.beta", "fixed by cad's registry entry")
