@@ -154,7 +154,7 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict, eve
     lines += table2_markdown(metrics, params, paper)
     lines += significance_markdown(compared, metrics, paper)
     lines += table3_markdown(metrics, params, paper)
-    lines += studies_markdown(every or {}, params)
+    lines += studies_markdown(every or {}, params, paper)
     lines += datasets_markdown(params, paper)
     lines += [
         "",
@@ -190,25 +190,41 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict, eve
     return "\n".join(lines) + "\n"
 
 
-def studies_markdown(every: dict, params: dict) -> list[str]:
+# Where the paper reports a study's cell: its number in paper_results.yaml (None: it reports none)
+STUDY_PAPER = {
+    "label_rates": lambda paper, d, m, point: paper.get("label_rates", {}).get(d, {}).get(m, {}).get(
+        dict(point).get("train_per_class")),
+    "random_splits": lambda paper, d, m, point: paper.get("table4", {}).get(m, {}).get(d),
+}
+# The label-rate study's 20 column is each method's Table 2 cell (the public split itself)
+TABLE2_POINT = {"label_rates": (("train_per_class", 20),)}
+
+
+def studies_markdown(every: dict, params: dict, paper: dict) -> list[str]:
     """Each study besides those of Tables 2 and 3, one table a study: a row per (dataset,
-    method), a column per point of its grid, so that its values sit side by side."""
+    method), a column per point of its grid, so that its values sit side by side; ours / the
+    paper's where the paper reports the cell (Table 4, Tables B.9-B.11)."""
     lines = []
     for study, spec in params["studies"].items():
         cells = [c for c in config.cells(params) if c.study == study]
         if not cells or (study in config.TABLE_STUDIES and not spec["grid"]):
             continue
-        points = list(dict.fromkeys(cell.setting for cell in cells))
+        points = list(dict.fromkeys(cell.setting for cell in cells)) + ([TABLE2_POINT[study]] if study in TABLE2_POINT else [])
         labels = [", ".join(f"{k}={v}" for k, v in point) or "-" for point in points]
+        labels[-1] += " (Table 2's cell)" if study in TABLE2_POINT else ""
+        lookup = STUDY_PAPER.get(study)
         lines += ["", f"## Study `{study}`", "",
-                  "Ours (mean ± std over the runs; fewer than 100 seeds are labelled; params.yaml `studies."
-                  f"{study}`).", "", "| dataset | method | " + " | ".join(labels) + " |",
-                  "|---|---|" + "---|" * len(labels)]
+                  f"Ours (mean ± std over the runs; fewer than 100 seeds are labelled; params.yaml `studies.{study}`)"
+                  + (" / the paper's" if lookup else "") + ".", "",
+                  "| dataset | method | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
         for dataset, method in dict.fromkeys((c.dataset, c.method) for c in cells):
             row = []
             for point in points:
-                m = every.get(dataset, {}).get(metric_key(config.Cell(study, dataset, method, point)))
-                row.append("not run" if m is None else f"{_fmt_acc(m)}{_runs_label(m)}")
+                key = method if point == TABLE2_POINT.get(study) else metric_key(config.Cell(study, dataset, method, point))
+                m = every.get(dataset, {}).get(key)
+                text = "not run" if m is None else f"{_fmt_acc(m)}{_runs_label(m)}"
+                theirs = lookup(paper, dataset, method, point) if lookup else None
+                row.append(text if theirs is None else f"{text} / {_fmt_paper({'mean': theirs[0], 'std': theirs[1]})}")
             lines.append(f"| {dataset} | {REGISTRY[method].label} | " + " | ".join(row) + " |")
     return lines
 

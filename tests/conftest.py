@@ -134,9 +134,14 @@ def with_variants_in_selection(params: dict, **changes: object) -> dict:
     selection as it did before studies were blocks: ``datasets`` and ``methods`` set the main
     study's as well, ``variants``, ``baselines`` and ``runs_by_dataset`` (its runs) set those
     studies (``baselines.protocol``: ``baseline_protocol``), and the selection's methods are
-    every study's."""
+    every study's. The paper's other shipped studies are left out."""
     changes = dict(changes)
-    studies = {name: dict(spec) for name, spec in params["studies"].items()}
+    # the shipped studies besides those of Tables 2 and 3 (the paper's other studies) are left
+    # out: a test writes the studies it needs
+    from pipeline.config import TABLE_STUDIES
+
+    studies = {name: dict(spec) for name, spec in params["studies"].items()
+               if name in TABLE_STUDIES or name not in SHIPPED_PARAMS["studies"]}
     for study in ("variants", "baselines"):
         if study in changes:
             spec = dict(changes.pop(study))

@@ -83,3 +83,36 @@ def test_rerun_cora_100_seeds_both_engines(tmp_path):
     single = [train_seed(graph, hp, s)["test_acc"] for s in range(100)]
     b, s = 100 * sum(batched) / 100, 100 * sum(single) / 100
     assert abs(b - s) <= 0.3 and abs(b - PAPER["cora"][0]) <= 0.5 and abs(s - PAPER["cora"][0]) <= 0.5, (b, s)
+
+
+PAPER_SOURCE = ROOT.parent / "shared" / "paper"
+PAPER_NAMES = {"Cheby": "cheb", "GCN": "gcn", "SAGE": "sage", "JK": "jknet", "MixHop": "mixhop", "SGC": "sgc",
+               "AGNN": "agnn", "GAT": "gat", "U-Nets": "graph_unet", "APPNP": "appnp", "GDC": "gdc", "CAD-Net": "cadnet"}
+
+
+def latex_rows(tex: str, label: str) -> dict[str, list[list[float]]]:
+    """A table of the paper's LaTeX: method -> its (mean, std) pairs, in column order."""
+    import re
+
+    at = tex.index(r"\label{" + label + "}")
+    body = tex[tex.index(r"\midrule", at):tex.index(r"\bottomrule", at)]
+    found = {}
+    for row in filter(None, (r.replace(r"\midrule", "").strip() for r in body.split(r"\\"))):
+        name = re.sub(r"~?\\cite\{[^}]*\}", "", row.split("&")[0]).strip()
+        found[PAPER_NAMES[name]] = [[float(a), float(b)] for a, b in re.findall(r"(\d+\.\d)\s*\\pm\s*(\d+\.\d)", row)]
+    return found
+
+
+@pytest.mark.skipif(not PAPER_SOURCE.is_dir(), reason="the paper's LaTeX (../shared/paper) is not here")
+def test_the_studies_paper_numbers_are_the_latex_tables():
+    """Table 4 and Tables B.9-B.11 in pipeline/paper_results.yaml, read again from the paper's
+    source: every method, dataset and column, mean and std."""
+    tex = "".join(p.read_text() for p in sorted(PAPER_SOURCE.iterdir()) if p.is_file())
+    paper = yaml.safe_load((ROOT / "pipeline/paper_results.yaml").read_text())
+    random = latex_rows(tex, "random-splits")
+    assert {m: [paper["table4"][m][d] for d in ("citeseer", "cora", "pubmed")] for m in paper["table4"]} == random
+    for dataset in ("citeseer", "cora", "pubmed"):
+        table = latex_rows(tex, f"res-label-{dataset}")
+        ours = paper["label_rates"][dataset]
+        assert {m: [ours[m][k] for k in (5, 10, 15, 20)] for m in ours} == table, dataset
+        assert all(len(pairs) == 4 for pairs in table.values()) and len(table) == 12

@@ -364,3 +364,25 @@ def test_a_study_with_a_grid_is_a_table_of_its_values_side_by_side(evaluated):
     assert "## Study `beta`" in results
     assert "| dataset | method | beta=0.5 | beta=0.9 |" in results
     assert "| cora | CAD-Net (AdaCAD) | 72.00 ± 2.83 (2 seeds) | 82.00 ± 2.83 (2 seeds) |" in results
+
+
+def test_the_label_rate_and_random_split_studies_sit_beside_the_papers_tables(evaluated):
+    """Tables B.9-B.11 and 4: ours / the paper's per cell; the label rates' 20 column is the
+    method's Table 2 cell."""
+    from conftest import fake_record, read_params, write_params
+    from pipeline import train
+
+    params = read_params(evaluated)
+    params["studies"]["label_rates"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2,
+                                        "settings": {"split": "public_subset"}, "grid": {"train_per_class": [5]}}
+    params["studies"]["random_splits"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 0,
+                                          "settings": {"split": "random_planetoid"}}
+    write_params(evaluated, params)
+    train.write_tables("cora", "cadnet", "label_rates-train_per_class=5", [fake_record(0, 0.70), fake_record(1, 0.74)])
+    train.write_tables("cora", "cadnet", "random_splits", [])
+    write_tables_of_fake_seeds(evaluated)
+    _, results = run_stats(evaluated)
+    assert "| dataset | method | train_per_class=5 | train_per_class=20 (Table 2's cell) |" in results
+    assert (f"| cora | CAD-Net (AdaCAD) | 72.00 ± 2.83 (2 seeds) / 76.7 ± 1.2 | "
+            f"{FAKE_MEAN:.2f} ± {FAKE_STD:.2f} (3 seeds) / 84.3 ± 0.5 |") in results
+    assert "| cora | CAD-Net (AdaCAD) | not run / 82.4 ± 1.4 |" in results
