@@ -267,14 +267,13 @@ def holds_seed(record: dict | None, seed: int, dataset: str, method: str, finger
 
 
 def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
-               run_dir: Path | None = None, stash_dir: Path | None = None, owns=None) -> list[int]:
+               run_dir: Path, stash_dir: Path | None = None, owns=None) -> list[int]:
     """Make ``run_dir`` hold exactly the finished seeds ``0 .. runs-1`` of ``fingerprint`` and
     return the seeds still to train. Seed files of other settings, and seeds ``>= runs``, go to
     ``stash_dir/<their fingerprint>/``; seeds of this fingerprint come back from there.
     ``owns(seed)`` (a shard's share, :func:`shard_owner`; default all) limits all of this to
     the seeds it owns, files of no seed to the shard that owns seed 0, so that shards running
     side by side never touch the same file."""
-    run_dir = run_dir or RUNS_ROOT / dataset / method
     stash_dir = stash_dir or STASH_ROOT / dataset / method
     owns = owns or (lambda seed: True)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -291,10 +290,7 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
         if seed is not None and seed < runs and holds_seed(record, seed, dataset, method, fingerprint):
             done.add(seed)
         else:
-            owner = "unreadable" if record is None else str(record.get("fingerprint", "unknown"))
-            set_aside = stash_dir / owner / path.name
-            set_aside.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(path, set_aside)
+            set_aside(path, record, stash_dir)
     stashed = stash_dir / fingerprint
     for seed in filter(owns, range(runs)):
         kept = seed_file(stashed, seed)
@@ -310,11 +306,15 @@ def stash_loose_seeds(dataset: str, method: str) -> None:
     from where the cell of that spec takes them back (:func:`sync_seeds`)."""
     family_dir = RUNS_ROOT / dataset / method
     for path in sorted(family_dir.glob("seed_*.pt")) if family_dir.is_dir() else []:
-        record = read_seed(path)
-        owner = "unreadable" if record is None else str(record.get("fingerprint", "unknown"))
-        set_aside = STASH_ROOT / dataset / method / owner / path.name
-        set_aside.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(path, set_aside)
+        set_aside(path, read_seed(path), STASH_ROOT / dataset / method)
+
+
+def set_aside(path: Path, record: dict | None, stash_dir: Path) -> None:
+    """A seed file into ``stash_dir/<its fingerprint>/``, where a run of its settings finds it."""
+    owner = "unreadable" if record is None else str(record.get("fingerprint", "unknown"))
+    kept = stash_dir / owner / path.name
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(path, kept)
 
 
 def parse_shard(argv: list[str]) -> tuple[list[str], tuple[int, int]]:
