@@ -41,18 +41,21 @@ from pipeline.seeds import NetOutput, StackedSeeds
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
 
-class TwoLayer(torch.nn.Module):
-    """conv -> ReLU -> dropout -> conv: GCN, ChebNet and GraphSAGE in PyG's benchmark/citation
-    scripts (gcn.py, cheb.py; SAGE as Shchur et al. run it)."""
+class ConvStack(torch.nn.Module):
+    """conv -> ReLU -> dropout -> ... -> conv: GCN, ChebNet and GraphSAGE as in PyG's
+    benchmark/citation scripts (gcn.py, cheb.py; SAGE as Shchur et al. run it), two layers
+    there. The ranges study (Tables B.12-B.14) gives GCN and SAGE r layers: the extra ones are
+    hidden layers of the same width before the last, each with its activation and dropout."""
 
-    def __init__(self, conv1: torch.nn.Module, conv2: torch.nn.Module, p_drop: float):
+    def __init__(self, convs: list[torch.nn.Module], p_drop: float):
         super().__init__()
-        self.conv1, self.conv2, self.p_drop = conv1, conv2, p_drop
+        self.convs, self.p_drop = torch.nn.ModuleList(convs), p_drop
 
     def forward(self, x, edge_index, edge_weight=None):
-        x = F.relu(self._conv(self.conv1, x, edge_index, edge_weight))
-        x = F.dropout(x, self.p_drop, self.training)
-        return self._conv(self.conv2, x, edge_index, edge_weight)
+        for conv in self.convs[:-1]:
+            x = F.relu(self._conv(conv, x, edge_index, edge_weight))
+            x = F.dropout(x, self.p_drop, self.training)
+        return self._conv(self.convs[-1], x, edge_index, edge_weight)
 
     @staticmethod
     def _conv(conv, x, edge_index, edge_weight):
@@ -60,20 +63,24 @@ class TwoLayer(torch.nn.Module):
 
 
 class GAT(torch.nn.Module):
-    """PyG benchmark/citation gat.py: dropout, GATConv (8 heads), ELU, dropout, GATConv."""
+    """PyG benchmark/citation gat.py: dropout, GATConv (8 heads), ELU, dropout, GATConv. With
+    ``layers`` r (the ranges study), r - 2 more GATConv layers of the same heads and width
+    before the last, each followed by ELU and dropout."""
 
     def __init__(self, in_features, classes, hp):
         super().__init__()
-        p = hp["p_drop"]
-        self.conv1 = GATConv(in_features, hp["hidden"], heads=hp["heads"], dropout=p)
-        self.conv2 = GATConv(hp["hidden"] * hp["heads"], classes, heads=hp["output_heads"], concat=False, dropout=p)
+        p, h, heads = hp["p_drop"], hp["hidden"], hp["heads"]
+        hidden = [GATConv(in_features, h, heads=heads, dropout=p)]
+        hidden += [GATConv(h * heads, h, heads=heads, dropout=p) for _ in range(hp.get("layers", 2) - 2)]
+        self.convs = torch.nn.ModuleList(hidden + [GATConv(h * heads, classes, heads=hp["output_heads"], concat=False,
+                                                           dropout=p)])
         self.p_drop = p
 
     def forward(self, x, edge_index, edge_weight=None):
         x = F.dropout(x, self.p_drop, self.training)
-        x = F.elu(self.conv1(x, edge_index))
-        x = F.dropout(x, self.p_drop, self.training)
-        return self.conv2(x, edge_index)
+        for conv in self.convs[:-1]:
+            x = F.dropout(F.elu(conv(x, edge_index)), self.p_drop, self.training)
+        return self.convs[-1](x, edge_index)
 
 
 class APPNPNet(torch.nn.Module):
@@ -107,20 +114,22 @@ class SGC(torch.nn.Module):
 
 class AGNN(torch.nn.Module):
     """PyG examples/agnn.py: dropout, Linear, ReLU, AGNNConv (fixed), AGNNConv (learned),
-    dropout, Linear."""
+    dropout, Linear. With ``prop_layers`` r (the ranges study), r propagation layers: the first
+    fixed, the others learned."""
 
     def __init__(self, in_features, classes, hp):
         super().__init__()
         self.lin1 = torch.nn.Linear(in_features, hp["hidden"])
-        self.prop1 = AGNNConv(requires_grad=False)
-        self.prop2 = AGNNConv(requires_grad=True)
+        props = [AGNNConv(requires_grad=False)] + [AGNNConv(requires_grad=True) for _ in range(hp.get("prop_layers", 2) - 1)]
+        self.props = torch.nn.ModuleList(props)
         self.lin2 = torch.nn.Linear(hp["hidden"], classes)
         self.p_drop = hp["p_drop"]
 
     def forward(self, x, edge_index, edge_weight=None):
         x = F.dropout(x, self.p_drop, self.training)
         x = F.relu(self.lin1(x))
-        x = self.prop2(self.prop1(x, edge_index), edge_index)
+        for prop in self.props:
+            x = prop(x, edge_index)
         x = F.dropout(x, self.p_drop, self.training)
         return self.lin2(x)
 
@@ -395,14 +404,16 @@ class UNet(torch.nn.Module):
 def make_network(name: str, in_features: int, classes: int, hp: dict, num_nodes: int) -> torch.nn.Module:
     """One seed's network of baseline ``name`` (the registry entry's ``fixed["baseline"]``)."""
     h, p = hp.get("hidden"), hp.get("p_drop", 0.0)
+    sizes = [in_features] + [h] * (hp.get("layers", 2) - 1) + [classes]  # the ranges study: r layers
+    widths = list(zip(sizes[:-1], sizes[1:]))
     if name == "gcn":
-        return TwoLayer(GCNConv(in_features, h), GCNConv(h, classes), p)
+        return ConvStack([GCNConv(a, b) for a, b in widths], p)
     if name == "gdc":  # GCN on GDC's weighted graph, already normalised by the transform
-        return TwoLayer(GCNConv(in_features, h, normalize=False), GCNConv(h, classes, normalize=False), p)
+        return ConvStack([GCNConv(a, b, normalize=False) for a, b in widths], p)
     if name == "cheb":
-        return TwoLayer(ChebConv(in_features, h, hp["K"]), ChebConv(h, classes, hp["K"]), p)
+        return ConvStack([ChebConv(a, b, hp["K"]) for a, b in widths], p)
     if name == "sage":
-        return TwoLayer(SAGEConv(in_features, h), SAGEConv(h, classes), p)
+        return ConvStack([SAGEConv(a, b) for a, b in widths], p)
     networks = {"gat": GAT, "appnp": APPNPNet, "sgc": SGC, "agnn": AGNN, "jknet": JKNet}
     if name in networks:
         return networks[name](in_features, classes, hp)

@@ -50,11 +50,12 @@ def plan_lines(params: dict, device: str) -> list[str]:
     total, unknown, elsewhere = 0.0, 0, 0
     memory = plan.machine_memory_bytes() if device == "cpu" else None
     baselines = config.baseline_methods(params)
+    unrun: dict[str, list[config.Cell]] = {}
     for cell in config.cells(params):
         dataset, method = cell.dataset, cell.method
         runs = config.runs_for(params, cell)
         if runs == 0:
-            lines.append(f"  {cell}: not run (runs 0)")
+            unrun.setdefault(cell.study, []).append(cell)
             continue
         single = params.get("engine", "batched") == "single" or not REGISTRY[method].batched
         side_by_side = plan.workers_side_by_side(single, device, params.get("n_jobs", -1))
@@ -69,6 +70,9 @@ def plan_lines(params: dict, device: str) -> list[str]:
         else:
             total += measured[0] * runs / plan.seeds_at_once(runs, side_by_side)
             elsewhere += plan.OTHER_MACHINE in measured[1]
+    for study, cells in unrun.items():  # a study's unrun cells in one line: the paper's studies have hundreds
+        lines.append(f"  {study}: {len(cells)} cells not run (runs 0): {', '.join(map(str, cells[:3]))}"
+                     + (", ..." if len(cells) > 3 else ""))
     lines.append(f"  all cells: ~{duration(total)} at the committed run's speed"
                  + (f", {elsewhere} cells of it from another kind of machine's figures" if elsewhere else "")
                  + (f", plus {unknown} cells without a measured figure" if unknown else ""))

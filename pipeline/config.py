@@ -99,6 +99,7 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
     "heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "output_heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "layers": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
+    "prop_layers": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),  # AGNN's
     "depth": (lambda v: _is_int(v) and 1 <= v <= 16, "an integer in [1, 16]"),
     "edge_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
     # MixHop as its authors' code builds and trains it
@@ -118,6 +119,11 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
 }
 OPTIONAL_OWN_KEYS = ("seed_chunk",)
 HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
+# What a study may set beside the hyperparameters: `range`, a method's range in hops, which
+# each method reaches through its own setting (its registry entry's ``range_key``).
+STUDY_RULES: dict[str, tuple[Any, str]] = {
+    "range": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
+}
 
 
 class PipelineError(Exception):
@@ -326,7 +332,7 @@ def _check_values(where: str, grid: Any) -> dict:
     if not isinstance(grid, dict):
         raise ConfigError(f"{where}: must map a setting to the list of its values")
     for key, values in grid.items():
-        check_choice(where, key, tuple(k for k in HPARAM_RULES if k not in NOT_IN_A_GRID))
+        check_choice(where, key, tuple(k for k in {**HPARAM_RULES, **STUDY_RULES} if k not in NOT_IN_A_GRID))
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}.{key}: got {values!r}; allowed values: a non-empty list (one per line)")
         for value in values:
@@ -462,6 +468,14 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
     fixed = REGISTRY[cell.method].fixed
     own = params["studies"][cell.study].get("settings") or {}
     for where, key, value in [("settings", k, v) for k, v in own.items()] + [("grid", k, v) for k, v in cell.setting]:
+        if key == "range":
+            key = REGISTRY[cell.method].range_key
+            if not key:
+                ranged = ", ".join(name for name, entry in REGISTRY.items() if entry.range_key)
+                raise ConfigError(f"studies.{cell.study}.{where}.range: {cell.method} has no range setting (methods "
+                                  f"with one: {ranged}); drop {cell.method} from the study")
+            hp[key] = value
+            continue
         if key not in hp or key in fixed:
             why = f"fixed by {cell.method}'s registry entry" if key in fixed else f"not a setting of {cell.method}"
             raise ConfigError(f"studies.{cell.study}.{where}.{key}: {why}; drop {cell.method} from the study or the "
@@ -471,7 +485,7 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
 
 
 def _check_hparam(where: str, key: str, value: Any) -> None:
-    check, allowed = HPARAM_RULES[key]
+    check, allowed = {**HPARAM_RULES, **STUDY_RULES}[key]
     if not check(value):
         raise ConfigError(f"{where}: got {value!r}; allowed values: {allowed}")
 

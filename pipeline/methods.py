@@ -37,6 +37,12 @@ class Method:
     # The version of what its network computes (pipeline.spec): bump it when a change to its
     # builder or the modules it uses moves its numbers; tests/test_golden.py holds it to that.
     version: int = 1
+    # the setting that is its range in hops, which the ranges study's grid key `range` sets
+    # (Tables B.12-B.14: "for Cheby, K-th order of Chebyshev polynomials; for GCN, SAGE, JK, and
+    # GAT, additional layers before the last layer; for SGC, AGNN, APPNP, and CAD-Net,
+    # increased propagation steps"); "": it has none. Its network reads a key absent from its
+    # settings as its Table 2 value (2 layers, 2 propagation layers).
+    range_key: str = ""
 
 
 # The three parts of AdaCAD's operator (pipeline.model.AdaCAD) as CAD-Net has them.
@@ -45,7 +51,7 @@ CADNET_BUILDER = "pipeline.model:build_cadnet"
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     # CAD-Net as the authors' code runs it (diffusion (T^T)^K Z): reproduces Table 2
-    Method("cadnet", CADNET_BUILDER, ADACAD, label="CAD-Net (AdaCAD)"),
+    Method("cadnet", CADNET_BUILDER, ADACAD, label="CAD-Net (AdaCAD)", range_key="K"),
     # the paper's Eq. (6) direction, T^K Z, reported beside it
     Method("cadnet_pull", CADNET_BUILDER, {**ADACAD, "direction": "pull"}, label="CAD-Net, Eq. 6 direction"),
     # Table 3: only the aggregation changes inside the same network and hyperparameters
@@ -84,10 +90,10 @@ TRAINING_KEYS = ("hidden", "p_drop", "lr", "weight_decay", "epochs", "early_stop
 NOT_READ = {"sgc": ("hidden", "p_drop"), "mixhop": ("hidden",)}
 
 
-def _baseline(name: str, label: str, own: tuple[str, ...] = (), batched: bool = True) -> Method:
+def _baseline(name: str, label: str, own: tuple[str, ...] = (), batched: bool = True, range_key: str = "") -> Method:
     keys = tuple(k for k in TRAINING_KEYS if k not in NOT_READ.get(name, ())) + own
     return Method(name, BASELINE_BUILDER, {"baseline": name, "lr_drop_every": 0}, own_keys=keys, paper=("table2", name),
-                  batched=batched, label=label, chunk_independent=False, table_keys=PROTOCOL_KEYS)
+                  batched=batched, label=label, chunk_independent=False, table_keys=PROTOCOL_KEYS, range_key=range_key)
 
 
 def _baseline_as(base: Method, name: str, label: str, fixed: dict) -> Method:
@@ -99,20 +105,20 @@ def _baseline_as(base: Method, name: str, label: str, fixed: dict) -> Method:
 
 
 REGISTRY.update({m.name: m for m in (
-    _baseline("cheb", "Cheby", ("K",)),
-    _baseline("gcn", "GCN"),
-    _baseline("sage", "SAGE"),
-    _baseline("jknet", "JK", ("layers",)),
+    _baseline("cheb", "Cheby", ("K",), range_key="K"),
+    _baseline("gcn", "GCN", range_key="layers"),
+    _baseline("sage", "SAGE", range_key="layers"),
+    _baseline("jknet", "JK", ("layers",), range_key="layers"),
     _baseline("mixhop", "MixHop", ("input_drop", "hidden_per_power", "output_per_power", "kernel_l2", "kernel_lasso",
                                    "optimizer", "lr_decrement_every", "lr_decrement")),
-    _baseline("sgc", "SGC", ("K",)),
+    _baseline("sgc", "SGC", ("K",), range_key="K"),
     # AGNNConv's attention softmax does not run under torch.func.vmap (PyG 2.8.1's scatter
     # broadcast fails on a batched 1-D alpha): seed by seed
-    _baseline("agnn", "AGNN", batched=False),
-    _baseline("gat", "GAT", ("heads", "output_heads")),
+    _baseline("agnn", "AGNN", batched=False, range_key="prop_layers"),
+    _baseline("gat", "GAT", ("heads", "output_heads"), range_key="layers"),
     # top-k pooling keeps a different node set per seed: no stacked form
     _baseline("graph_unet", "U-Nets", ("depth", "edge_drop"), batched=False),
-    _baseline("appnp", "APPNP", ("K", "ppr_alpha")),
+    _baseline("appnp", "APPNP", ("K", "ppr_alpha"), range_key="K"),
     _baseline("gdc", "GDC", ("ppr_alpha", "diffusion_topk")),
 )})
 BASELINES = ("cheb", "gcn", "sage", "jknet", "mixhop", "sgc", "agnn", "gat", "graph_unet", "appnp", "gdc")

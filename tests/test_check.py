@@ -253,3 +253,17 @@ def test_a_new_grid_value_adds_a_cells_spec_and_moves_no_other_and_a_dropped_one
     check.main([])
     assert sorted(p.name for p in family.iterdir()) == ["_cells.json", "beta-beta=0.5.json", "main.json"]
     assert "  cora/cadnet/beta-beta=0.9: no longer a cell of the studies" in capsys.readouterr().err
+
+
+def test_the_plan_counts_a_studys_unrun_cells_in_one_line(workdir, capsys):
+    params = update_params(workdir, datasets=["cora", "pubmed"], methods=["cadnet"], runs=3, device="cpu",
+                           variants=NO_VARIANTS, baselines=NO_VARIANTS)
+    params["studies"]["sweep"] = {"datasets": ["cora", "pubmed"], "methods": ["cadnet"],
+                                  "runs": {"default": 0, "cora": 2}, "grid": {"beta": [0.1, 0.2, 0.3]}}
+    write_params(workdir, params)
+    check.main([])
+    err = capsys.readouterr().err
+    assert "cora/cadnet/sweep-beta=0.2: 2 seeds" in err
+    assert ("  sweep: 3 cells not run (runs 0): pubmed/cadnet/sweep-beta=0.1, pubmed/cadnet/sweep-beta=0.2, "
+            "pubmed/cadnet/sweep-beta=0.3\n") in err
+    assert "pubmed/cadnet/sweep-beta=0.1: not run" not in err

@@ -610,6 +610,39 @@ def test_a_grid_sets_only_what_a_method_has_and_its_entry_leaves_free(workdir, m
     assert_one_line(info.value, *message)
 
 
+def test_a_range_sets_each_methods_own_range_setting(workdir):
+    """Tables B.12-B.14: the grid key `range` is Cheby's and SGC's, APPNP's and CAD-Net's K, GCN's,
+    SAGE's, JK's and GAT's layers, AGNN's propagation layers."""
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    ranged = ["cadnet", "cheb", "sgc", "appnp", "gcn", "sage", "jknet", "gat", "agnn"]
+    params["methods"] = ranged
+    params["studies"]["ranges"] = {"datasets": ["cora"], "methods": ranged, "grid": {"range": [4, 10]}}
+    loaded = load(workdir, params)
+    config.check_everything(loaded)
+    wanted = {"cadnet": "K", "cheb": "K", "sgc": "K", "appnp": "K", "gcn": "layers", "sage": "layers",
+              "jknet": "layers", "gat": "layers", "agnn": "prop_layers"}
+    for cell in (c for c in config.cells(loaded) if c.study == "ranges"):
+        hp, table2 = config.cell_hparams(loaded, cell), config.hparams_for(loaded, "cora", cell.method)
+        key = wanted[cell.method]
+        assert hp[key] == dict(cell.setting)["range"] and "range" not in hp, cell
+        assert {k: v for k, v in hp.items() if k != key} == {k: v for k, v in table2.items() if k != key}, cell
+    assert [c.name for c in config.family(loaded, "cora", "gcn")] == ["baselines", "ranges-range=4", "ranges-range=10"]
+
+
+@pytest.mark.parametrize("method, grid, message", [
+    ("mixhop", {"range": [4]}, ["studies.r.grid.range", "mixhop has no range setting", "cheb"]),
+    ("gcn", {"range": [0]}, ["studies.r.grid.range", "0", "an integer in [1, 64]"]),
+    ("gcn", {"range": [2.5]}, ["studies.r.grid.range", "2.5"]),
+])
+def test_a_range_is_checked(workdir, method, grid, message):
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    params["methods"] = ["cadnet", method]
+    params["studies"]["r"] = {"datasets": ["cora"], "methods": [method], "grid": grid}
+    with pytest.raises(ConfigError) as info:
+        config.check_everything(load(workdir, params))
+    assert_one_line(info.value, *message)
+
+
 def test_a_grid_is_a_cell_per_value_and_per_combination_over_the_methods_settings(workdir):
     params = params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100)
     params["methods"] = ["cadnet", "gcn"]

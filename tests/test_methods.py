@@ -78,3 +78,76 @@ def test_mixhop_l2_is_mixhops_entry_with_the_lasso_held_at_zero():
     same = ("builder", "paper", "batched", "chunk_independent", "table_keys")
     assert [getattr(l2_only, f) for f in same] == [getattr(mixhop, f) for f in same]
     assert "mixhop_l2" not in BASELINES  # reported beside MixHop, not a twelfth method of Table 2
+
+
+# Tables B.12-B.14: how far each method reaches at range r (the grid key `range`), in hops of a
+# path graph: r for the layered networks and the r-step propagations; Cheby's two layers of
+# Chebyshev filter size r reach r - 1 hops each; CAD-Net's r steps carry class scores r hops, and
+# its transition's softmax over each node's neighbours (Eq. 4) looks one hop further.
+REACH = {"gcn": lambda r: r, "sage": lambda r: r, "jknet": lambda r: r, "gat": lambda r: r, "agnn": lambda r: r,
+         "sgc": lambda r: r, "appnp": lambda r: r, "cheb": lambda r: 2 * (r - 1), "cadnet": lambda r: r + 1}
+
+
+def path_graph(n: int = 16, features: int = 5, classes: int = 3) -> dict:
+    """Nodes 0 - 1 - ... - n-1 with self-loops (the graph file's form), positive features."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    line = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+    edges = torch.cat([line, line.flip(0), torch.arange(n).repeat(2, 1)], dim=1)
+    x = torch.rand(n, features, generator=g) + 0.1
+    return {"x": (x / x.sum(1, keepdim=True)).to_sparse().coalesce(), "edge_index": edges,
+            "y": torch.arange(n) % classes, "num_classes": classes}
+
+
+def scores_at_node_0(graph: dict, method: str, hp: dict):
+    import torch
+
+    from pipeline.train import build_net
+
+    with torch.no_grad():
+        return build_net(graph, hp, method, [0], batched=False).eval()().log_probs[0, 0]
+
+
+@pytest.mark.parametrize("method", sorted(REACH))
+@pytest.mark.parametrize("r", [2, 3])
+def test_a_methods_range_is_how_far_it_sees(method, r):
+    """Node 0's output moves with the features of the node at its reach and not of the node one
+    hop further, for the range setting of each method's registry entry."""
+    import torch
+
+    from test_baselines import settings
+    from test_batched import hparams
+
+    key = REGISTRY[method].range_key
+    hp = hparams(method) if method == "cadnet" else settings(method, p_drop=0.0, edge_drop=0.0)
+    hp[key] = r
+    graph = path_graph()
+    reach = REACH[method](r)
+    base = scores_at_node_0(graph, method, hp)
+    for far, moves in ((reach, True), (reach + 1, False)):
+        changed = {**graph, "x": graph["x"].to_dense().index_put_((torch.tensor([far]),), torch.rand(5) + 2)}
+        changed["x"] = changed["x"].to_sparse().coalesce()
+        moved = not torch.allclose(scores_at_node_0(changed, method, hp), base, atol=1e-7, rtol=0)
+        assert moved == moves, (method, r, far)
+
+
+def test_only_the_ranges_methods_have_a_range():
+    assert {name for name, entry in REGISTRY.items() if entry.range_key} == set(REACH)
+
+
+@pytest.mark.parametrize("method", ["gcn", "sage", "gat", "agnn"])
+def test_the_range_of_table_2_is_table_2s_network(method):
+    """GCN, SAGE and GAT at 2 layers and AGNN at 2 propagation layers, set by the ranges study,
+    compute what their Table 2 networks (no such key) compute: the same weights, the same numbers."""
+    import torch
+
+    from test_baselines import settings
+
+    graph, hp = path_graph(), settings(method, p_drop=0.0)
+    hp.pop("layers")
+    ranged = {**hp, REGISTRY[method].range_key: 2}
+    torch.testing.assert_close(scores_at_node_0(graph, method, ranged), scores_at_node_0(graph, method, hp),
+                               rtol=0, atol=0)
+    assert not torch.equal(scores_at_node_0(graph, method, {**hp, REGISTRY[method].range_key: 3}),
+                           scores_at_node_0(graph, method, hp))
