@@ -13,10 +13,15 @@ and, where the baselines study ran:
 - ``<dataset>_table2.png``: CAD-Net and each baseline, mean ± std beside the paper's (Table 2);
 and, where the variants study (Table 3) ran:
 - ``<dataset>_table3.png``: each aggregation's mean ± std beside the paper's (Table 3);
-and, for `dvc plots diff` between experiments, the data behind the accuracy figures as CSV
-files that DVC draws itself (``reports/plots/accuracy/<dataset>_<method>.csv``: test accuracy
-per seed). The loss curves, from the per-epoch summaries, are the curves stage's
-(``pipeline/curves.py``).
+and, per study of the paper that has cells here, its figure, one panel per dataset, the study's
+setting on the x axis, a line per method with a band of ± one std:
+- ``figure1_hidden_units.png``, ``figure2_label_rates.png``, ``figure3_ranges.png`` and
+  ``figureB4_beta.png`` (with the state of the art, our best Table 2 baseline, and CAD alone,
+  beta = 1, as dashed lines);
+and, for `dvc plots diff` between experiments, the data behind these figures as CSV files that
+DVC draws itself: ``reports/plots/accuracy/<dataset>_<method>.csv`` (test accuracy per seed) and
+``reports/plots/studies/<study>_<dataset>_<method>.csv`` (mean and std per setting). The loss
+curves, from the per-epoch summaries, are the curves stage's (``pipeline/curves.py``).
 """
 from __future__ import annotations
 
@@ -29,11 +34,12 @@ matplotlib.use("Agg")  # files only; no display on CI or servers
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pipeline import config  # noqa: E402
+from pipeline import config, studies  # noqa: E402
 from pipeline.files import write_atomic, write_csv_atomic  # noqa: E402
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
 from pipeline.paths import FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
-from pipeline.stats import load_paper, metric_key, paper_row  # noqa: E402
+from pipeline.stats import collect, load_paper, paper_row  # noqa: E402
+from pipeline.summary import metric_key  # noqa: E402
 from pipeline.tables import read_per_seed, table_paths  # noqa: E402
 
 DEFAULT_METHOD = "cadnet"
@@ -166,6 +172,89 @@ def selected_main_method(params: dict) -> str | None:
     return DEFAULT_METHOD if DEFAULT_METHOD in methods else (methods[0] if methods else None)
 
 
+# The paper's figure of each study: (its name, the x axis, the grid key on it, log-scaled x)
+STUDY_FIGURES = {
+    "hidden_units": ("Figure 1", "hidden units (width of the hidden layer)", "hidden", True),
+    "label_rates": ("Figure 2", "labelled nodes per class", "train_per_class", False),
+    "ranges": ("Figure 3", "range (hops)", "range", False),
+    "beta": ("Figure B.4", r"$\beta$ (lower bound of $\gamma$)", "beta", False),
+}
+
+
+def study_curves(results: studies.Results, study: str, dataset: str) -> dict[str, pd.DataFrame]:
+    """Method -> its cells of the study on ``dataset`` that ran: the setting's value, mean and
+    std (%) and seeds, one row per point of the grid (the label rates' 20: Table 2's cell)."""
+    key = STUDY_FIGURES[study][2]
+    curves = {}
+    for method in studies.study_methods(results.params, study):
+        rows = []
+        for point in studies.points(results.params, study):
+            m = results.summary(study, dataset, method, point)
+            if m is not None and key in dict(point):
+                rows.append({"value": dict(point)[key], "test_acc": m["test_acc"]["mean"],
+                             "std": m["test_acc"]["std"], "runs": m["runs"]})
+        if rows:
+            curves[method] = pd.DataFrame(rows)
+    return curves
+
+
+def study_figure(results: studies.Results, study: str):
+    """The paper's figure of one study: a panel per dataset, a line per method that ran, ± one
+    std as a band; seeds below 100 in the legend."""
+    name, xlabel, key, log_x = STUDY_FIGURES[study]
+    datasets = studies.study_datasets(results.params, study)
+    grid = sorted({dict(point)[key] for point in studies.points(results.params, study) if key in dict(point)})
+    methods = studies.study_methods(results.params, study)
+    colours = plt.get_cmap("tab20")
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
+    legend = {}
+    for ax, dataset in zip(axes[0], datasets):
+        curves = study_curves(results, study, dataset)
+        for method, curve in curves.items():
+            fewest = int(curve["runs"].min())
+            label = REGISTRY[method].label.replace(" (AdaCAD)", "") + ("" if fewest >= 100 else f" ({fewest}+ seeds)")
+            colour = "black" if method == "cadnet" else colours(methods.index(method) % 20)
+            legend.setdefault(label, ax.plot(curve["value"], curve["test_acc"], "o-", ms=3, color=colour,
+                                             lw=2 if method == "cadnet" else 1.1, label=label)[0])
+            ax.fill_between(curve["value"], curve["test_acc"] - curve["std"], curve["test_acc"] + curve["std"],
+                            color=colour, alpha=0.15, lw=0)
+        if study == "beta":
+            for level, text in beta_lines(results, dataset):
+                legend.setdefault(text, ax.axhline(level, ls="--", lw=1, label=text,
+                                                   color="tab:gray" if text.startswith("state") else "tab:red"))
+        if not curves:
+            ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
+        if log_x:
+            ax.set_xscale("log", base=2)
+        if len(grid) <= 10:  # the grid's values as ticks (beta's 21 would crowd)
+            ax.set_xticks(grid, [f"{v:g}" for v in grid])
+            pad = 0.05 * (grid[-1] - grid[0]) or 0.5
+            ax.set_xlim(*((grid[0] / 1.15, grid[-1] * 1.15) if log_x else (grid[0] - pad, grid[-1] + pad)))
+        ax.set(title=config.DATASET_NAMES[dataset], xlabel=xlabel, ylabel="test accuracy (%)")
+    note = studies.CHOICES.get(study, "")
+    fig.suptitle(f"{name}: {studies.TITLES[study].split(' (')[0].lower()}; mean ± std over seeds"
+                 + (f"\n{textwrap.fill(note, 120)}" if note else ""), fontsize=9)
+    fig.tight_layout()
+    # one legend for every panel, below them
+    fig.legend(legend.values(), legend.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=6, fontsize=7,
+               frameon=False)
+    return fig
+
+
+def beta_lines(results: studies.Results, dataset: str) -> list[tuple[float, str]]:
+    """Figure B.4's dashed lines: the state of the art (our best Table 2 baseline here; the
+    paper does not say which it drew) and CAD alone (beta = 1: the grid's cell, else Table 3's)."""
+    lines = []
+    baselines = {m: s for m, s in results.summaries.get(dataset, {}).items() if m in BASELINES}
+    if baselines:
+        best = max(baselines, key=lambda m: baselines[m]["test_acc"]["mean"])
+        lines.append((baselines[best]["test_acc"]["mean"], f"state of the art (ours): {REGISTRY[best].label}"))
+    cad = results.summary("beta", dataset, "cadnet", (("beta", 1.0),)) or results.summaries.get(dataset, {}).get("cad")
+    if cad is not None:
+        lines.append((cad["test_acc"]["mean"], r"CAD only ($\beta$ = 1)"))
+    return lines
+
+
 def save_figure(folder: Path, name: str, fig) -> str:
     """Saved (whole or not at all) and closed as made: matplotlib keeps every open figure (it
     warns past 20)."""
@@ -186,20 +275,20 @@ def main(argv: list[str]) -> None:
     def save(name: str, fig) -> None:
         saved.append(save_figure(FIGURES_ROOT, name, fig))
 
-    studies = params["studies"]
+    blocks = params["studies"]
     main_methods = main_study_methods(params)
-    for dataset in [d for d in studies["main"]["datasets"] if d in params["datasets"]] if main_methods else []:
+    for dataset in [d for d in blocks["main"]["datasets"] if d in params["datasets"]] if main_methods else []:
         changed = changed_settings(params, paper, dataset, main_method)
         save(f"{dataset}_accuracy", accuracy_figure(params, dataset, main_methods,
                                                     paper["table2"][DEFAULT_METHOD][dataset], changed))
         beta = config.hparams_for(params, dataset, main_method)["beta"]
         save(f"{dataset}_gamma", gamma_figure(params, dataset, main_method, beta, changed))
-    variants = studies.get("variants") or {"datasets": [], "methods": []}
+    variants = blocks.get("variants") or {"datasets": [], "methods": []}
     selected = {m for m in (*main_methods, *variants["methods"]) if m in params["methods"]}
     rows = [m for m in (*TABLE3_ROWS, "cadnet_noent") if m in selected]
     for dataset in [d for d in variants["datasets"] if d in params["datasets"]] if rows else []:
         save(f"{dataset}_table3", table3_figure(params, dataset, rows, paper))
-    baselines = studies.get("baselines") or {"datasets": [], "methods": []}
+    baselines = blocks.get("baselines") or {"datasets": [], "methods": []}
     for dataset in [d for d in baselines["datasets"] if d in params["datasets"]]:
         rows = ([m for m in BASELINES if m in baselines["methods"] and m in params["methods"]]
                 + [m for m in main_methods if m == DEFAULT_METHOD])
@@ -208,16 +297,32 @@ def main(argv: list[str]) -> None:
         if rows:
             save(f"{dataset}_table2", table2_figure(params, dataset, with_variants_beside(tuple(rows), "table2", beside), paper))
     write_cell_data("accuracy", config.trained_cells(params), accuracy_per_seed)
+    every = {cell: read_per_seed(cell.dataset, cell.method, cell.name, config.runs_for(params, cell))
+             for cell in config.trained_cells(params)}
+    results = studies.Results(params, collect(every, paper), every)
+    curves = {}
+    for study in (s for s in STUDY_FIGURES if s in params["studies"]):
+        drawn = {f"{study}_{dataset}_{method}": curve for dataset in studies.study_datasets(params, study)
+                 for method, curve in study_curves(results, study, dataset).items()}
+        if drawn:  # a study none of whose cells ran has no figure
+            save(f"figure{STUDY_FIGURES[study][0].split()[1].replace('.', '')}_{study}", study_figure(results, study))
+        curves.update(drawn)
+    write_tables("studies", curves)
     print(f"wrote {len(saved)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")
 
 
 def write_cell_data(kind: str, cells: list[config.Cell], table_of_cell) -> None:
     """``table_of_cell(cell)`` per cell, as CSV in ``reports/plots/<kind>/<dataset>_<key>.csv``
-    (key: :func:`pipeline.stats.metric_key`) that `dvc plots show` and `dvc plots diff` draw
+    (key: :func:`pipeline.summary.metric_key`) that `dvc plots show` and `dvc plots diff` draw
     (templates in dvc.yaml). Every table is read before any file is written, each file is
     written whole, and old files of unselected cells go last."""
+    write_tables(kind, {f"{cell.dataset}_{metric_key(cell)}": table_of_cell(cell) for cell in cells})
+
+
+def write_tables(kind: str, tables: dict[str, pd.DataFrame]) -> None:
+    """``reports/plots/<kind>/<name>.csv`` per table, each whole; old files not among them go."""
     folder = PLOT_DATA_ROOT / kind
-    tables = {folder / f"{cell.dataset}_{metric_key(cell)}.csv": table_of_cell(cell) for cell in cells}
+    tables = {folder / f"{name}.csv": table for name, table in tables.items()}
     for path, table in tables.items():
         write_csv_atomic(path, table, index=False)
     for old in folder.glob("*.csv"):

@@ -23,20 +23,18 @@ import json
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import yaml
-from scipy import stats as scipy_stats
 
-from pipeline import config
+from pipeline import config, studies
 from pipeline.files import write_text_atomic
 from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
 from pipeline.paths import CELLS_FILE, DATA_STATS_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
+from pipeline.summary import (BOOTSTRAP_RESAMPLES, Claim, claim_row, fmt_acc, fmt_paper, method_metrics, metric_key, paired_test,
+                              runs_label)
 from pipeline.tables import read_per_seed
 
 PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 0
 # "On par with APPNP in time per epoch" read as: CAD-Net's epoch costs at most this many of
 # APPNP's (the paper's own ratios, which it calls on par, run from 0.91 on CiteSeer to 1.53 on
 # Photo, appendix B.8).
@@ -56,49 +54,6 @@ def paper_row(paper: dict, dataset: str, method: str) -> list[float] | None:
     return paper.get(table, {}).get(row, {}).get(dataset)
 
 
-def bootstrap_ci(values: np.ndarray) -> tuple[float, float]:
-    """95% bootstrap confidence interval of the mean (BCa, as scipy does by default);
-    fixed resampling seed so reruns give the same interval."""
-    if len(values) < 2 or np.all(values == values[0]):
-        return float(values.mean()), float(values.mean())
-    result = scipy_stats.bootstrap(
-        (values,), np.mean, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
-        random_state=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
-
-
-def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float] | None) -> dict:
-    """Summary of one cell: accuracy in percent, its CI, and the gap to the paper's row."""
-    acc = 100.0 * per_seed["test_acc"].to_numpy(dtype=float)
-    low, high = bootstrap_ci(acc)
-    std = float(acc.std(ddof=1)) if len(acc) > 1 else 0.0
-    metrics = {
-        "runs": int(len(acc)),
-        "test_acc": {"mean": round(float(acc.mean()), 3), "std": round(std, 3),
-                     "ci95_low": round(low, 3), "ci95_high": round(high, 3)},
-    }
-    if {"selected_epoch", "epochs_run"} <= set(per_seed.columns):
-        last = (per_seed["selected_epoch"] == per_seed["epochs_run"]).mean()
-        metrics["last_epoch_share"] = round(float(last), 3)
-    if isinstance(paper_mean_std, str):  # the paper's cell says what happened there, e.g. OOM
-        metrics["paper"] = paper_mean_std
-    elif paper_mean_std is not None:
-        paper_mean, paper_std = paper_mean_std
-        diff = float(acc.mean()) - paper_mean
-        metrics["paper"] = {"mean": paper_mean, "std": paper_std}
-        metrics["diff"] = round(diff, 3)
-        if paper_std:  # GDEN's row gives means only
-            metrics["diff_in_paper_std"] = round(diff / paper_std, 3)
-    return metrics
-
-
-def metric_key(cell: config.Cell) -> str:
-    """A cell's key under its dataset in metrics.json and cells.json: its method for a cell of
-    Tables 2 and 3, ``<method>@<cell name>`` for another study's."""
-    return cell.method if cell.study in config.TABLE_STUDIES and not cell.setting else f"{cell.method}@{cell.name}"
-
-
 def collect(tables: dict[config.Cell, pd.DataFrame], paper: dict) -> dict:
     """cells.json's content: ``{dataset: {metric_key: summary}}`` for every trained cell (the
     paper's number beside a cell of Tables 2 and 3)."""
@@ -116,29 +71,17 @@ def headline(cells: dict) -> dict:
                       for method, m in entry.items()} for dataset, entry in cells.items()}
 
 
-def _fmt_acc(m: dict) -> str:
-    return f"{m['test_acc']['mean']:.2f} ± {m['test_acc']['std']:.2f}"
-
-
-def _fmt_paper(paper) -> str:
-    if isinstance(paper, str):
-        return paper
-    return f"{paper['mean']:.1f}" + ("" if paper["std"] is None else f" ± {paper['std']:.1f}")
-
-
-def _runs_label(m: dict) -> str:
-    return "" if m["runs"] >= 100 else f" ({m['runs']} seeds)"
-
-
 def still_improving(m: dict) -> bool:
     """Nearly every seed had its lowest validation loss at its last epoch: the cell's epochs
     ran out while the model was still learning, so more epochs would move it."""
     return m.get("last_epoch_share", 0.0) >= STILL_IMPROVING_SHARE
 
 
-def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict, every: dict | None = None) -> str:
+def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict,
+                     results: studies.Results | None = None) -> str:
     """The reviewer's tables: ours beside the paper's, and the dataset statistics check;
-    ``every``: the summaries of every trained cell (:func:`collect`), for the other studies."""
+    ``results``: every trained cell (:func:`collect`'s summaries and the per-seed tables), for
+    the studies' tables and claims."""
     compared = comparisons(tables, metrics, params)
     lines = [
         "# CAD-Net reproduction: results",
@@ -150,11 +93,12 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict, eve
     ]
     claims = accuracy_claims(compared, metrics) + time_claims(tables, paper)
     lines += headline_markdown(claims, metrics, params)
-    lines += claims_markdown(claims)
+    lines += claims_markdown(claims + (studies.study_claims(results) if results else []))
     lines += table2_markdown(metrics, params, paper)
     lines += significance_markdown(compared, metrics, paper)
     lines += table3_markdown(metrics, params, paper)
-    lines += studies_markdown(every or {}, params, paper)
+    lines += studies.studies_markdown(results, paper) if results else []
+    lines += studies.table_b7_markdown(results.summaries if results else metrics, params, paper)
     lines += datasets_markdown(params, paper)
     lines += [
         "",
@@ -170,14 +114,14 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict, eve
         for method, m in entry.items():
             table = PAPER_TABLE_NAMES[REGISTRY[method].paper[0]]
             if isinstance(m.get("paper"), dict):
-                paper_cells = (f"{_fmt_paper(m['paper'])} | {table} | {m['diff']:+.2f} | "
+                paper_cells = (f"{fmt_paper(m['paper'])} | {table} | {m['diff']:+.2f} | "
                                f"{m['diff_in_paper_std']:+.2f}")
             elif "paper" in m:
                 paper_cells = f"{m['paper']} | {table} | - | -"
             else:
                 paper_cells = "- | - | - | -"
             lines.append(
-                f"| {dataset} | {method} | {m['runs']} | {_fmt_acc(m)} | "
+                f"| {dataset} | {method} | {m['runs']} | {fmt_acc(m)} | "
                 f"({m['test_acc']['ci95_low']:.2f}, {m['test_acc']['ci95_high']:.2f}) | {paper_cells} |"
             )
     lines += [
@@ -188,45 +132,6 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict, eve
         "(`method_hparams`: their own settings).",
     ]
     return "\n".join(lines) + "\n"
-
-
-# Where the paper reports a study's cell: its number in paper_results.yaml (None: it reports none)
-STUDY_PAPER = {
-    "label_rates": lambda paper, d, m, point: paper.get("label_rates", {}).get(d, {}).get(m, {}).get(
-        dict(point).get("train_per_class")),
-    "random_splits": lambda paper, d, m, point: paper.get("table4", {}).get(m, {}).get(d),
-}
-# The label-rate study's 20 column is each method's Table 2 cell (the public split itself)
-TABLE2_POINT = {"label_rates": (("train_per_class", 20),)}
-
-
-def studies_markdown(every: dict, params: dict, paper: dict) -> list[str]:
-    """Each study besides those of Tables 2 and 3, one table a study: a row per (dataset,
-    method), a column per point of its grid, so that its values sit side by side; ours / the
-    paper's where the paper reports the cell (Table 4, Tables B.9-B.11)."""
-    lines = []
-    for study, spec in params["studies"].items():
-        cells = [c for c in config.cells(params) if c.study == study]
-        if not cells or (study in config.TABLE_STUDIES and not spec["grid"]):
-            continue
-        points = list(dict.fromkeys(cell.setting for cell in cells)) + ([TABLE2_POINT[study]] if study in TABLE2_POINT else [])
-        labels = [", ".join(f"{k}={v}" for k, v in point) or "-" for point in points]
-        labels[-1] += " (Table 2's cell)" if study in TABLE2_POINT else ""
-        lookup = STUDY_PAPER.get(study)
-        lines += ["", f"## Study `{study}`", "",
-                  f"Ours (mean ± std over the runs; fewer than 100 seeds are labelled; params.yaml `studies.{study}`)"
-                  + (" / the paper's" if lookup else "") + ".", "",
-                  "| dataset | method | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
-        for dataset, method in dict.fromkeys((c.dataset, c.method) for c in cells):
-            row = []
-            for point in points:
-                key = method if point == TABLE2_POINT.get(study) else metric_key(config.Cell(study, dataset, method, point))
-                m = every.get(dataset, {}).get(key)
-                text = "not run" if m is None else f"{_fmt_acc(m)}{_runs_label(m)}"
-                theirs = lookup(paper, dataset, method, point) if lookup else None
-                row.append(text if theirs is None else f"{text} / {_fmt_paper({'mean': theirs[0], 'std': theirs[1]})}")
-            lines.append(f"| {dataset} | {REGISTRY[method].label} | " + " | ".join(row) + " |")
-    return lines
 
 
 def datasets_markdown(params: dict, paper: dict) -> list[str]:
@@ -266,7 +171,7 @@ def table2_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
         for dataset in datasets:
             theirs = paper["table2"].get(method if method == "gden" else REGISTRY[method].paper[1], {}).get(dataset)
             theirs_text = "-" if theirs is None else (theirs if isinstance(theirs, str) else
-                                                      _fmt_paper({"mean": theirs[0], "std": theirs[1]}))
+                                                      fmt_paper({"mean": theirs[0], "std": theirs[1]}))
             m = metrics.get(dataset, {}).get(method)
             if method == "gden":
                 cells.append(f"not reproduced / {theirs_text}")
@@ -277,7 +182,7 @@ def table2_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
                 if still_improving(m):
                     mark = " †"
                     flagged.append(f"{dataset}/{method} ({100 * m['last_epoch_share']:.0f}% of its seeds)")
-                cells.append(f"{_fmt_acc(m)}{_runs_label(m)}{mark} / {theirs_text}")
+                cells.append(f"{fmt_acc(m)}{runs_label(m)}{mark} / {theirs_text}")
         label = "GDEN" if method == "gden" else REGISTRY[method].label
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if flagged:
@@ -294,15 +199,6 @@ def second_best(metrics: dict, dataset: str) -> str | None:
     """The Table 2 method other than CAD-Net with the highest mean here (by our numbers)."""
     others = {m: v["test_acc"]["mean"] for m, v in metrics.get(dataset, {}).items() if m in BASELINES}
     return max(others, key=others.get) if others else None
-
-
-def paired_test(ours: pd.DataFrame, theirs: pd.DataFrame) -> tuple[float, int]:
-    """Paired t-test of test accuracy, paired by seed (seed s of every method sees split s):
-    the p-value and the number of pairs."""
-    pairs = ours[["seed", "test_acc"]].merge(theirs[["seed", "test_acc"]], on="seed", suffixes=("_a", "_b"))
-    if len(pairs) < 2:
-        return float("nan"), len(pairs)
-    return float(scipy_stats.ttest_rel(pairs["test_acc_a"], pairs["test_acc_b"]).pvalue), len(pairs)
 
 
 def comparisons(tables: dict, metrics: dict, params: dict) -> list[dict]:
@@ -343,14 +239,6 @@ def significance_markdown(compared: list[dict], metrics: dict, paper: dict) -> l
 CLAIM_BEST = "CAD-Net is the best method (Table 2)"
 CLAIM_SIGNIFICANT = "CAD-Net is significantly better than the second best (Table B.6)"
 CLAIM_TIME = "CAD-Net is on par with APPNP in time per epoch (Table B.8)"
-# One checked claim: (claim, dataset, verdict, evidence).
-Claim = tuple[str, str, str, str]
-
-
-def claim_row(claim: str, dataset: str, verdict: str, evidence: str) -> str:
-    return f"| {claim} | {dataset} | {verdict} | {evidence} |"
-
-
 def time_claims(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -> list[Claim]:
     """The paper's "on par with APPNP in time per epoch", per dataset where both ran: CAD-Net's
     ms per seed-epoch over APPNP's, from seeds trained on the same device with the same engine
@@ -412,7 +300,10 @@ def claims_markdown(claims: list[Claim]) -> list[str]:
     return ["", "## The paper's claims, checked", "",
             "The paper: CAD-Net is the best method on every dataset, significantly better than the second best",
             "(Table B.6), and on par with APPNP in time per epoch (Table B.8: `reports/timing.md` and",
-            "`reports/bench.md` hold our times; only ratios measured in one run carry across machines).", "",
+            "`reports/bench.md` hold our times; only ratios measured in one run carry across machines); then",
+            "the claims of Tables 3 and 4 and of the studies (Figures 1-3 and B.4), each against our cells.",
+            f"\"not enough seeds\": a cell the claim compares ran with fewer than {studies.MIN_SEEDS} seeds or not at all;",
+            "the evidence names them. Paired tests pair seeds, which see the same split.", "",
             "| claim | dataset | verdict | evidence |", "|---|---|---|---|", *(claim_row(*c) for c in claims)]
 
 
@@ -427,10 +318,10 @@ def headline_markdown(claims: list[Claim], metrics: dict, params: dict) -> list[
         m = metrics.get(dataset, {}).get("cadnet")
         if m is None:
             continue
-        paper_text = _fmt_paper(m["paper"]) if isinstance(m.get("paper"), dict) else "-"
+        paper_text = fmt_paper(m["paper"]) if isinstance(m.get("paper"), dict) else "-"
         cells = [", ".join(dict.fromkeys(verdicts.get((claim, dataset), ["-"])))
                  for claim in (CLAIM_BEST, CLAIM_SIGNIFICANT, CLAIM_TIME)]
-        rows.append(f"| {config.DATASET_NAMES[dataset]} | {_fmt_acc(m)}{_runs_label(m)} | {paper_text} | "
+        rows.append(f"| {config.DATASET_NAMES[dataset]} | {fmt_acc(m)}{runs_label(m)} | {paper_text} | "
                     + " | ".join(cells) + " |")
     if not rows:
         return []
@@ -468,10 +359,10 @@ def table3_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
             if m is None:
                 cells.append("not run")
             elif isinstance(m.get("paper"), dict):
-                cells.append(f"{_fmt_acc(m)}{_runs_label(m)} / {m['paper']['mean']:.1f} ± {m['paper']['std']:.1f} "
+                cells.append(f"{fmt_acc(m)}{runs_label(m)} / {m['paper']['mean']:.1f} ± {m['paper']['std']:.1f} "
                              f"({m['diff_in_paper_std']:+.1f}σ)")
             else:
-                cells.append(f"{_fmt_acc(m)}{_runs_label(m)}")
+                cells.append(f"{fmt_acc(m)}{runs_label(m)}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 
@@ -507,7 +398,8 @@ def main(argv: list[str]) -> None:
     cells = collect(every, paper)
     tables = {key: every[cell] for key, cell in config.table_cells(params).items()}  # Tables 2 and 3
     in_tables = {d: {m: s for m, s in entry.items() if (d, m) in tables} for d, entry in cells.items()}
-    markdown = results_markdown(in_tables, params, paper, tables, cells)  # checks every input before writing
+    results = studies.Results(params, cells, every)
+    markdown = results_markdown(in_tables, params, paper, tables, results)  # checks every input before writing
     timing = timing_markdown(tables, paper)
     write_text_atomic(CELLS_FILE, json.dumps(cells, indent=2) + "\n")
     write_text_atomic(METRICS_FILE, json.dumps(headline(cells), indent=2) + "\n")

@@ -247,3 +247,40 @@ def test_one_very_wide_error_bar_runs_off_the_axes_with_its_std_written_beside_i
     assert low > 70.0 - 7.7 and high - low < 20  # the wide bar does not set the scale
     assert [t.get_text() for t in ax.texts] == ["± 7.7"]
     matplotlib.pyplot.close(fig)
+
+
+def test_a_studys_figure_draws_a_line_per_method_over_its_grid_with_its_data_for_dvc(evaluated, monkeypatch):
+    """Figure 1 from a hidden-units study: a panel per dataset, the widths on the x axis, a line
+    per method that ran (mean), its band (± std), "not run" on a panel with none; the same
+    numbers in reports/plots/studies/ for `dvc plots`."""
+    from conftest import fake_record, read_params, write_params
+    from pipeline import train
+
+    params = read_params(evaluated)
+    params["datasets"] = ["cora", "citeseer"]
+    params["studies"]["hidden_units"] = {"datasets": ["citeseer", "cora"], "methods": ["cadnet"], "runs": {"default": 0, "cora": 2},
+                                         "grid": {"hidden": [16, 64]}}
+    write_params(evaluated, params)
+    train.write_tables("cora", "cadnet", "hidden_units-hidden=16", [fake_record(0, 0.70), fake_record(1, 0.74)])
+    train.write_tables("cora", "cadnet", "hidden_units-hidden=64", [fake_record(0, 0.80), fake_record(1, 0.84)])
+    write_tables_of_fake_seeds(evaluated)
+    drawn = {}
+    real_save = plot.save_figure
+    monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.setdefault(name, fig), real_save(folder, name, fig))[1])
+    monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)
+    plot.main([])
+    fig = drawn["figure1_hidden_units"]
+    assert_png(evaluated / "reports/figures/figure1_hidden_units.png")
+    citeseer, cora = fig.axes
+    assert (citeseer.get_title(), cora.get_title()) == ("CiteSeer", "Cora")
+    assert [t.get_text() for t in citeseer.texts] == ["not run"]
+    (line,) = cora.get_lines()
+    assert list(line.get_xdata()) == [16, 64] and list(line.get_ydata()) == pytest.approx([72.0, 82.0])
+    assert cora.get_xlabel().startswith("hidden units") and cora.get_ylabel() == "test accuracy (%)"
+    band = cora.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(72.0 - 2.828, abs=1e-3) and band.max() == pytest.approx(82.0 + 2.828, abs=1e-3)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["CAD-Net (2+ seeds)"]
+    data = pd.read_csv(evaluated / "reports/plots/studies/hidden_units_cora_cadnet.csv")
+    assert data["value"].tolist() == [16, 64] and data["test_acc"].tolist() == pytest.approx([72.0, 82.0])
+    assert data["runs"].tolist() == [2, 2]
+    matplotlib.pyplot.close("all")

@@ -1,0 +1,299 @@
+"""The paper's studies in ``reports/results.md``: a table per study (ours beside the paper's
+Table 4 and Tables B.9-B.14), Table B.7, and each study's claims checked against our numbers.
+
+A study's *point* is one combination of its grid values, e.g. ``(("beta", 0.65),)``; the
+label-rate study's 20 labelled nodes per class is each method's Table 2 cell (the public split
+itself). A claim compares cells that ran with at least :data:`MIN_SEEDS` seeds; where one of
+them has fewer (the paper's rivals mostly: ``params.yaml`` ``studies.<study>.runs``) its
+verdict is "not enough seeds" and its evidence says which cells are missing.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from pipeline import config
+from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS
+from pipeline.summary import Claim, fmt_acc, fmt_paper, metric_key, paired_test, runs_label
+
+Point = tuple  # a study's grid values: ((key, value), ...)
+MIN_SEEDS = 20
+
+TITLES = {
+    "label_rates": "Label rates (Figure 2, Tables B.9-B.11)",
+    "random_splits": "Random splits (Table 4)",
+    "hidden_units": "Hidden units (Figure 1)",
+    "beta": "Beta (Figure B.4)",
+    "ranges": "Ranges (Figure 3, Tables B.12-B.14)",
+}
+# What is ours rather than the paper's in a study (SPEC.md "The studies" gives the evidence)
+CHOICES = {
+    "label_rates": "The subsets are ours: one per dataset and rate, nested, the same for every seed and method.",
+    "random_splits": "Ours: split s is drawn by a generator seeded by s, so run s of every method sees the same split.",
+    "hidden_units": "The widths are ours: the paper's source does not give them.",
+    "beta": "The grid is ours: the paper's source does not give it.",
+    "ranges": ("How each method reaches a range is the paper's (appendix B.12); ours: GCN, SAGE and GAT add "
+               "hidden layers of their width, AGNN propagation layers (the first fixed), Cheby's two layers "
+               "take Chebyshev filter size r (PyG's K; Table 2's Cora cell has K = 3)."),
+}
+# Where the paper reports a study's cell: its [mean, std] in paper_results.yaml (None: it does not)
+PAPER = {
+    "label_rates": lambda paper, d, m, point: paper.get("label_rates", {}).get(d, {}).get(m, {}).get(
+        dict(point).get("train_per_class")),
+    "random_splits": lambda paper, d, m, point: paper.get("table4", {}).get(m, {}).get(d),
+    "ranges": lambda paper, d, m, point: paper.get("ranges", {}).get(d, {}).get(m, {}).get(dict(point).get("range")),
+}
+TABLE2_POINT = {"label_rates": (("train_per_class", 20),)}
+
+
+def points(params: dict, study: str) -> list[Point]:
+    """The study's grid points in params.yaml's order, then its Table 2 point (label rates)."""
+    found = dict.fromkeys(cell.setting for cell in config.cells(params) if cell.study == study)
+    return list(found) + ([TABLE2_POINT[study]] if study in TABLE2_POINT else [])
+
+
+def study_datasets(params: dict, study: str) -> list[str]:
+    """The study's datasets in the selection."""
+    spec = params["studies"].get(study)
+    return [] if spec is None else [d for d in spec["datasets"] if d in params["datasets"]]
+
+
+def study_methods(params: dict, study: str) -> list[str]:
+    """The study's methods in the selection."""
+    return [m for m in params["studies"][study]["methods"] if m in params["methods"]]
+
+
+def point_label(point: Point) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point) or "-"
+
+
+def cell_at(params: dict, study: str, dataset: str, method: str, point: Point) -> config.Cell:
+    """The cell that holds a study's point: Table 2's cell for the label rates' 20."""
+    if point == TABLE2_POINT.get(study):
+        return config.table_cells(params, trained=False)[(dataset, method)]
+    return config.Cell(study, dataset, method, point)
+
+
+class Results:
+    """The numbers the studies' sections read: each trained cell's summary (cells.json) and its
+    per-seed table (for paired tests), looked up by study point."""
+
+    def __init__(self, params: dict, summaries: dict, per_seed: dict[config.Cell, pd.DataFrame]):
+        self.params, self.summaries, self.per_seed = params, summaries, per_seed
+
+    def summary(self, study: str, dataset: str, method: str, point: Point) -> dict | None:
+        cell = cell_at(self.params, study, dataset, method, point)
+        return self.summaries.get(dataset, {}).get(metric_key(cell))
+
+    def seeds(self, study: str, dataset: str, method: str, point: Point) -> pd.DataFrame | None:
+        return self.per_seed.get(cell_at(self.params, study, dataset, method, point))
+
+    def mean(self, study: str, dataset: str, method: str, point: Point) -> float | None:
+        """The cell's mean accuracy (%), or None where it has fewer than MIN_SEEDS seeds."""
+        m = self.summary(study, dataset, method, point)
+        return None if m is None or m["runs"] < MIN_SEEDS else m["test_acc"]["mean"]
+
+
+def studies_markdown(results: Results, paper: dict) -> list[str]:
+    """Each study besides Tables 2 and 3, one table a study: a row per (dataset, method), a
+    column per point of its grid, ours / the paper's where the paper reports the cell."""
+    params, lines = results.params, []
+    for study, spec in params["studies"].items():
+        cells = [c for c in config.cells(params) if c.study == study]
+        if not cells or (study in config.TABLE_STUDIES and not spec["grid"]):
+            continue
+        grid = points(params, study)
+        labels = [point_label(p) + (" (Table 2's cell)" if p == TABLE2_POINT.get(study) else "") for p in grid]
+        lookup = PAPER.get(study)
+        lines += ["", f"## {TITLES.get(study, f'Study `{study}`')}", "",
+                  f"Ours (mean ± std over the runs; fewer than 100 seeds are labelled; params.yaml `studies.{study}`)"
+                  + (" / the paper's" if lookup else "") + "." + (f" {CHOICES[study]}" if study in CHOICES else ""), "",
+                  "| dataset | method | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+        for dataset, method in dict.fromkeys((c.dataset, c.method) for c in cells):
+            row = []
+            for point in grid:
+                m = results.summary(study, dataset, method, point)
+                text = "not run" if m is None else f"{fmt_acc(m)}{runs_label(m)}"
+                theirs = lookup(paper, dataset, method, point) if lookup else None
+                row.append(text if theirs is None else f"{text} / {fmt_paper({'mean': theirs[0], 'std': theirs[1]})}")
+            lines.append(f"| {dataset} | {REGISTRY[method].label} | " + " | ".join(row) + " |")
+    return lines
+
+
+def table_b7_markdown(summaries: dict, params: dict, paper: dict) -> list[str]:
+    """Table B.7: five 2020 methods' published means (from their papers, via this paper) and
+    CAD-Net's published row, with our CAD-Net row (Table 2's cell) beside them."""
+    published = paper.get("table_b7", {})
+    datasets = [d for d in ("citeseer", "cora", "pubmed") if d in params["datasets"]]
+    if not published or not datasets:
+        return []
+    lines = ["", "## Table B.7: methods of 2020 (published numbers)", "",
+             "Their numbers are from their papers, as the paper prints them (means only); nothing of them is run here.",
+             "", "| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
+    for name, row in published.items():
+        lines.append(f"| {name}{' (paper)' if name == 'CAD-Net' else ''} | "
+                     + " | ".join(f"{row[d]:.1f}" for d in datasets) + " |")
+    ours = [summaries.get(d, {}).get("cadnet") for d in datasets]
+    lines.append("| CAD-Net (ours) | " + " | ".join("not run" if m is None else f"{fmt_acc(m)}{runs_label(m)}"
+                                                  for m in ours) + " |")
+    return lines
+
+
+# ---- the studies' claims ------------------------------------------------------------------
+
+CLAIM_TABLE3 = "AdaCAD is the best aggregation (Table 3)"
+CLAIM_RANDOM = "CAD-Net is the best method on random splits (Table 4)"
+CLAIM_HIDDEN = "CAD-Net beats GCN and APPNP at every hidden width (Figure 1)"
+CLAIM_RATES = "CAD-Net is the best at every label rate (Figure 2)"
+CLAIM_RANGE_BEST = "CAD-Net is the best at every range (Figure 3)"
+CLAIM_RANGE_LEAD = "CAD-Net's lead grows with the range (Figure 3)"
+CLAIM_RANGE_HOLD = "Layered aggregation degrades with the range, diffusion holds (Figure 3)"
+CLAIM_BETA_SOTA = "Any beta in [0.65, 0.95] reaches the state of the art (Figure B.4)"
+CLAIM_BETA_CAD = "A proper beta beats CAD alone, beta = 1 (Figure B.4)"
+# Figure 3's two groups (appendix B.12): "additional layers" and "increased propagation steps"
+LAYERED = ("gcn", "sage", "jknet", "gat")
+PROPAGATING = ("sgc", "agnn", "appnp")
+BETA_RANGE = (0.65, 0.95)
+
+
+def _best_of(results: Results, study: str, dataset: str, rivals, point: Point,
+             ours: tuple[str, str, Point] | None = None) -> tuple[str, str]:
+    """CAD-Net against the best of ``rivals`` at one point: (verdict, evidence). ``ours``: where
+    CAD-Net's cell is (study, method, point), if not this study's cadnet at this point."""
+    where = ours or (study, "cadnet", point)
+    mine = results.mean(where[0], dataset, where[1], where[2])
+    theirs = {m: results.mean(study, dataset, m, point) for m in rivals}
+    ran = {m: v for m, v in theirs.items() if v is not None}
+    if mine is None or not ran:
+        missing = ["CAD-Net"] * (mine is None) + [f"{len(theirs) - len(ran)} of {len(theirs)} rivals"] * (len(ran) < len(theirs))
+        return "not enough seeds", f"under {MIN_SEEDS} seeds: {', '.join(missing)}"
+    rival = max(ran, key=ran.get)
+    p_value, pairs = paired_test(results.seeds(where[0], dataset, where[1], where[2]),
+                                 results.seeds(study, dataset, rival, point))
+    evidence = (f"{mine:.2f} vs {REGISTRY[rival].label} {ran[rival]:.2f} (paired p = {p_value:.1e})"
+                + (f", {len(theirs) - len(ran)} of {len(theirs)} rivals under {MIN_SEEDS} seeds" if len(ran) < len(theirs) else ""))
+    # one rival ahead settles it; being ahead of those that ran does not, while others did not
+    verdict = "does not hold" if mine <= ran[rival] else "holds" if len(ran) == len(theirs) else "not enough seeds"
+    return verdict, evidence
+
+
+def _every_point(verdicts: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """A claim over a study's points: it fails where one point fails, and needs every point."""
+    found = [v for _, v, _ in verdicts]
+    verdict = ("does not hold" if "does not hold" in found else "not enough seeds" if "not enough seeds" in found
+               else "holds")
+    missing: dict[str, list[str]] = {}  # the points short of seeds, grouped by what they lack
+    for label, v, evidence in verdicts:
+        if v == "not enough seeds":
+            missing.setdefault(evidence, []).append(label)
+    compared = [f"{label}: {evidence}" for label, v, evidence in verdicts if v != "not enough seeds"]
+    return verdict, "; ".join(compared + [f"{', '.join(labels)}: {why}" for why, labels in missing.items()])
+
+
+def table3_claims(results: Results) -> list[Claim]:
+    found = []
+    for dataset in study_datasets(results.params, "variants"):
+        rivals = [m for m in TABLE3_ROWS if m != "cadnet" and m in study_methods(results.params, "variants")]
+        if not rivals or "cadnet" not in results.params["methods"]:
+            continue
+        verdict, evidence = _best_of(results, "variants", dataset, rivals, (), ours=("main", "cadnet", ()))
+        found.append((CLAIM_TABLE3, dataset, verdict, "AdaCAD " + evidence))
+    return found
+
+
+def random_split_claims(results: Results) -> list[Claim]:
+    rivals = [m for m in study_methods(results.params, "random_splits") if m != "cadnet"] if "random_splits" in results.params["studies"] else []
+    return [(CLAIM_RANDOM, d, *_best_of(results, "random_splits", d, rivals, ())) for d in study_datasets(results.params, "random_splits")]
+
+
+def grid_claims(results: Results, study: str, claim: str, rivals: tuple[str, ...] | None = None) -> list[Claim]:
+    """CAD-Net is the best of ``rivals`` (default: the study's other methods) at every point."""
+    if study not in results.params["studies"]:
+        return []
+    rivals = [m for m in (rivals or study_methods(results.params, study)) if m != "cadnet"]
+    found = []
+    for dataset in study_datasets(results.params, study):
+        verdicts = [(point_label(p), *_best_of(results, study, dataset, rivals, p)) for p in points(results.params, study)]
+        found.append((claim, dataset, *_every_point(verdicts)))
+    return found
+
+
+def range_claims(results: Results) -> list[Claim]:
+    """Figure 3: best at every range; the lead at the longest range above that at the shortest;
+    every layered method losing more from the shortest to the longest range than any
+    propagating one."""
+    if "ranges" not in results.params["studies"]:
+        return []
+    found = grid_claims(results, "ranges", CLAIM_RANGE_BEST)
+    grid = points(results.params, "ranges")
+    methods = study_methods(results.params, "ranges")
+    for dataset in study_datasets(results.params, "ranges"):
+        ends = (grid[0], grid[-1])
+        leads = []
+        for point in ends:
+            mine = results.mean("ranges", dataset, "cadnet", point)
+            theirs = [results.mean("ranges", dataset, m, point) for m in methods if m != "cadnet"]
+            leads.append(None if mine is None or None in theirs or not theirs else mine - max(theirs))
+        if None in leads:
+            found.append((CLAIM_RANGE_LEAD, dataset, "not enough seeds",
+                          f"needs every method at {point_label(ends[0])} and {point_label(ends[1])} with {MIN_SEEDS} seeds"))
+        else:
+            found.append((CLAIM_RANGE_LEAD, dataset, "holds" if leads[1] > leads[0] else "does not hold",
+                          f"lead over the best rival {leads[0]:+.2f} at {point_label(ends[0])}, "
+                          f"{leads[1]:+.2f} at {point_label(ends[1])}"))
+        drops = {}
+        for m in (m for m in methods if m in LAYERED + PROPAGATING):
+            start, end = (results.mean("ranges", dataset, m, p) for p in ends)
+            drops[m] = None if start is None or end is None else start - end
+        layered = {m: v for m, v in drops.items() if m in LAYERED}
+        propagating = {m: v for m, v in drops.items() if m in PROPAGATING}
+        if not layered or not propagating or None in drops.values():
+            found.append((CLAIM_RANGE_HOLD, dataset, "not enough seeds",
+                          f"needs {', '.join(REGISTRY[m].label for m in LAYERED + PROPAGATING)} at both ends"))
+            continue
+        holds = min(layered.values()) > max(propagating.values())
+        found.append((CLAIM_RANGE_HOLD, dataset, "holds" if holds else "does not hold",
+                      "accuracy lost from the shortest to the longest range: "
+                      + ", ".join(f"{REGISTRY[m].label} {v:+.2f}" for m, v in drops.items())))
+    return found
+
+
+def beta_claims(results: Results) -> list[Claim]:
+    """Figure B.4: every beta of [0.65, 0.95] at least the best baseline of Table 2 here (the
+    state-of-the-art line; ours: the paper does not say which method it drew), and the best beta
+    below 1 above beta = 1 (CAD alone)."""
+    if "beta" not in results.params["studies"]:
+        return []
+    grid = points(results.params, "beta")
+    inside = [p for p in grid if BETA_RANGE[0] <= dict(p)["beta"] <= BETA_RANGE[1]]
+    cad = [p for p in grid if dict(p)["beta"] == 1]
+    found = []
+    for dataset in study_datasets(results.params, "beta"):
+        baselines = {m: s["test_acc"]["mean"] for m, s in results.summaries.get(dataset, {}).items()
+                     if m in BASELINES and s["runs"] >= MIN_SEEDS}
+        means = {p: results.mean("beta", dataset, "cadnet", p) for p in grid}
+        if not inside or not baselines or any(means[p] is None for p in inside):
+            found.append((CLAIM_BETA_SOTA, dataset, "not enough seeds",
+                          f"needs every beta in {list(BETA_RANGE)} and a Table 2 baseline with {MIN_SEEDS} seeds"))
+        else:
+            sota = max(baselines, key=baselines.get)
+            low = min(inside, key=means.get)
+            found.append((CLAIM_BETA_SOTA, dataset, "holds" if means[low] >= baselines[sota] else "does not hold",
+                          f"lowest in {list(BETA_RANGE)}: {means[low]:.2f} at {point_label(low)}; state of the art "
+                          f"(our best Table 2 baseline): {REGISTRY[sota].label} {baselines[sota]:.2f}"))
+        below = {p: v for p, v in means.items() if v is not None and dict(p)["beta"] < 1}
+        if not cad or means[cad[0]] is None or not below:
+            found.append((CLAIM_BETA_CAD, dataset, "not enough seeds", f"needs beta = 1 and another beta with {MIN_SEEDS} seeds"))
+            continue
+        best = max(below, key=below.get)
+        p_value, _ = paired_test(results.seeds("beta", dataset, "cadnet", best), results.seeds("beta", dataset, "cadnet", cad[0]))
+        found.append((CLAIM_BETA_CAD, dataset, "holds" if below[best] > means[cad[0]] and p_value < 0.05 else "does not hold",
+                      f"best {point_label(best)} {below[best]:.2f} vs beta=1.0 {means[cad[0]]:.2f}, "
+                      f"paired t-test by seed p = {p_value:.1e} (holds: higher and p < 0.05)"))
+    return found
+
+
+def study_claims(results: Results) -> list[Claim]:
+    """Every claim of Tables 3 and 4 and of the five studies, one row per claim and dataset."""
+    return (table3_claims(results) + random_split_claims(results)
+            + grid_claims(results, "hidden_units", CLAIM_HIDDEN, ("gcn", "appnp"))
+            + grid_claims(results, "label_rates", CLAIM_RATES) + range_claims(results) + beta_claims(results))

@@ -1,0 +1,88 @@
+"""A cell's summary and how the reports print it: mean, std and bootstrap CI of its per-seed
+test accuracies, the paper's number beside it, the paired test by seed, and a checked claim's
+row. The stats stage (:mod:`pipeline.stats`) and the studies' sections (:mod:`pipeline.studies`)
+share them."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from pipeline import config
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+
+
+def bootstrap_ci(values: np.ndarray) -> tuple[float, float]:
+    """95% bootstrap confidence interval of the mean (BCa, as scipy does by default);
+    fixed resampling seed so reruns give the same interval."""
+    if len(values) < 2 or np.all(values == values[0]):
+        return float(values.mean()), float(values.mean())
+    result = scipy_stats.bootstrap(
+        (values,), np.mean, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
+        random_state=np.random.default_rng(BOOTSTRAP_SEED),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def method_metrics(per_seed: pd.DataFrame, paper_mean_std: list[float] | None) -> dict:
+    """Summary of one cell: accuracy in percent, its CI, and the gap to the paper's row."""
+    acc = 100.0 * per_seed["test_acc"].to_numpy(dtype=float)
+    low, high = bootstrap_ci(acc)
+    std = float(acc.std(ddof=1)) if len(acc) > 1 else 0.0
+    metrics = {
+        "runs": int(len(acc)),
+        "test_acc": {"mean": round(float(acc.mean()), 3), "std": round(std, 3),
+                     "ci95_low": round(low, 3), "ci95_high": round(high, 3)},
+    }
+    if {"selected_epoch", "epochs_run"} <= set(per_seed.columns):
+        last = (per_seed["selected_epoch"] == per_seed["epochs_run"]).mean()
+        metrics["last_epoch_share"] = round(float(last), 3)
+    if isinstance(paper_mean_std, str):  # the paper's cell says what happened there, e.g. OOM
+        metrics["paper"] = paper_mean_std
+    elif paper_mean_std is not None:
+        paper_mean, paper_std = paper_mean_std
+        diff = float(acc.mean()) - paper_mean
+        metrics["paper"] = {"mean": paper_mean, "std": paper_std}
+        metrics["diff"] = round(diff, 3)
+        if paper_std:  # GDEN's row gives means only
+            metrics["diff_in_paper_std"] = round(diff / paper_std, 3)
+    return metrics
+
+
+def metric_key(cell: config.Cell) -> str:
+    """A cell's key under its dataset in metrics.json and cells.json: its method for a cell of
+    Tables 2 and 3, ``<method>@<cell name>`` for another study's."""
+    return cell.method if cell.study in config.TABLE_STUDIES and not cell.setting else f"{cell.method}@{cell.name}"
+
+
+def fmt_acc(m: dict) -> str:
+    return f"{m['test_acc']['mean']:.2f} ± {m['test_acc']['std']:.2f}"
+
+
+def fmt_paper(paper) -> str:
+    if isinstance(paper, str):
+        return paper
+    return f"{paper['mean']:.1f}" + ("" if paper["std"] is None else f" ± {paper['std']:.1f}")
+
+
+def runs_label(m: dict) -> str:
+    return "" if m["runs"] >= 100 else f" ({m['runs']} seeds)"
+
+
+def paired_test(ours: pd.DataFrame, theirs: pd.DataFrame) -> tuple[float, int]:
+    """Paired t-test of test accuracy, paired by seed (seed s of every method sees split s):
+    the p-value and the number of pairs."""
+    pairs = ours[["seed", "test_acc"]].merge(theirs[["seed", "test_acc"]], on="seed", suffixes=("_a", "_b"))
+    if len(pairs) < 2:
+        return float("nan"), len(pairs)
+    return float(scipy_stats.ttest_rel(pairs["test_acc_a"], pairs["test_acc_b"]).pvalue), len(pairs)
+
+
+# One checked claim: (claim, dataset, verdict, evidence).
+Claim = tuple[str, str, str, str]
+
+
+def claim_row(claim: str, dataset: str, verdict: str, evidence: str) -> str:
+    return f"| {claim} | {dataset} | {verdict} | {evidence} |"
