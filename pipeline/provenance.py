@@ -47,21 +47,45 @@ def cell_row(dataset: str, method: str, name: str, table: pd.DataFrame, changed:
     devices = table["device"].astype(str).value_counts(sort=False)
     machines = ", ".join(f"{device} ({count})" for device, count in devices.items())
     engines = ", ".join(sorted(table["engine"].astype(str).unique()))
-    seconds = (table["ms_per_seed_epoch"] * table["epochs_run"]).sum() / 1000
-    return f"| {dataset} | {method} | {name} | {len(table)} | {machines} | {engines} | {duration(seconds)} | {changed} |"
+    return (f"| {dataset} | {method} | {name} | {len(table)} | {machines} | {engines} | "
+            f"{duration(training_seconds(table))} | {changed} |")
+
+
+def training_seconds(table: pd.DataFrame) -> float:
+    return float((table["ms_per_seed_epoch"] * table["epochs_run"]).sum() / 1000)
+
+
+def studies_markdown(tables: dict[tuple[str, str, str], pd.DataFrame]) -> list[str]:
+    """Per study (a cell's name starts with its study's): the cells with seeds, their seeds,
+    the machines and the training time of them all."""
+    by_study: dict[str, list[pd.DataFrame]] = {}
+    for (_, _, name), table in tables.items():
+        by_study.setdefault(name.split("-")[0], []).append(table)
+    lines = ["", "## Per study", "", "| study | cells with seeds | seeds per cell | machines (seeds) | training time |",
+             "|---|---|---|---|---|"]
+    for study, found in by_study.items():
+        seeds = sorted({len(t) for t in found})
+        devices = pd.concat([t["device"].astype(str) for t in found]).value_counts(sort=False)
+        lines.append(f"| {study} | {len(found)} | {seeds[0]}" + (f"-{seeds[-1]}" if len(seeds) > 1 else "")
+                     + f" | {', '.join(f'{d} ({n})' for d, n in devices.items())} | "
+                     f"{duration(sum(training_seconds(t) for t in found))} |")
+    return lines
 
 
 def runs_markdown(root: Path = EVAL_ROOT) -> str:
-    lines = [HEADER, "| dataset | method | cell | seeds | machines (seeds) | engine | training time | table last changed |",
-             "|---|---|---|---|---|---|---|---|"]
+    tables, changed = {}, {}
     for dataset in config.DATASETS:
         for path in sorted((root / dataset).glob("*/*.csv")):
             if path.stem.endswith(("_gamma", "_epochs")):
                 continue
-            method = path.parent.name
-            table = read_per_seed(dataset, method, path.stem, root=root)
+            table = read_per_seed(dataset, path.parent.name, path.stem, root=root)
             if not table.empty:
-                lines.append(cell_row(dataset, method, path.stem, table, last_change(path)))
+                tables[(dataset, path.parent.name, path.stem)] = table
+                changed[(dataset, path.parent.name, path.stem)] = last_change(path)
+    lines = [HEADER, *studies_markdown(tables), "", "## Per cell", "",
+             "| dataset | method | cell | seeds | machines (seeds) | engine | training time | table last changed |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [cell_row(*key, table, changed[key]) for key, table in tables.items()]
     return "\n".join(lines) + "\n"
 
 

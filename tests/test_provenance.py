@@ -24,6 +24,8 @@ def test_each_cell_gets_its_seeds_machines_time_and_last_commit(evaluated):
     provenance.main([])
     rows = [line for line in (evaluated / "reports/RUNS.md").read_text().splitlines() if line.startswith("| cora")]
     assert rows == [f"| cora | cadnet | main | 3 | cpu (3) | batched (chunk of 3) | 3.0 min | 2026-11-20 ({commit}) |"]
+    studies = [line for line in (evaluated / "reports/RUNS.md").read_text().splitlines() if line.startswith("| main")]
+    assert studies == ["| main | 1 | 3 | cpu (3) | 3.0 min |"]
     # a table moved whole keeps the date of its numbers; one whose numbers change gets the new one
     (table.parent / "beta").mkdir()
     _git(evaluated, "mv", "reports/eval/cora/cadnet/main.csv", "reports/eval/cora/cadnet/beta/moved.csv")
@@ -33,3 +35,20 @@ def test_each_cell_gets_its_seeds_machines_time_and_last_commit(evaluated):
 
 def test_outside_git_the_date_is_a_dash(evaluated):
     assert provenance.last_change(evaluated / "reports/eval/cora/cadnet/main.csv") == "-"
+
+
+def test_a_studys_cells_add_up_under_its_name(evaluated):
+    """Two cells of one study, 2 seeds each of 1000 epochs at 10 and 11 ms: 2 cells of 2 seeds,
+    2 x (10 + 11) x 1000 ms = 42 s."""
+    from conftest import fake_record, read_params, write_params, write_tables_of_fake_seeds
+    from pipeline import train
+
+    params = read_params(evaluated)
+    params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2, "grid": {"beta": [0.5, 0.9]}}
+    write_params(evaluated, params)
+    for name in ("beta-beta=0.5", "beta-beta=0.9"):
+        train.write_tables("cora", "cadnet", name, [fake_record(s, 0.8, epochs_run=1000) for s in range(2)])
+    write_tables_of_fake_seeds(evaluated)
+    provenance.main([])
+    lines = (evaluated / "reports/RUNS.md").read_text().splitlines()
+    assert [line for line in lines if line.startswith("| beta")] == ["| beta | 2 | 2 | cpu (4) | 42 s |"]
