@@ -119,10 +119,13 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
 }
 OPTIONAL_OWN_KEYS = ("seed_chunk",)
 HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
-# What a study may set beside the hyperparameters: `range`, a method's range in hops, which
-# each method reaches through its own setting (its registry entry's ``range_key``).
+# What a study may set beside the hyperparameters, absent from a cell's settings unless a study
+# sets it: `range`, a method's range in hops, which each method reaches through its own setting
+# (its registry entry's ``range_key``); `subset_seed`, which of the public training nodes the
+# split public_subset keeps (pipeline.splits; 0 where no study sets it).
 STUDY_RULES: dict[str, tuple[Any, str]] = {
     "range": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
+    "subset_seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
 }
 
 
@@ -474,6 +477,12 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
                 ranged = ", ".join(name for name, entry in REGISTRY.items() if entry.range_key)
                 raise ConfigError(f"studies.{cell.study}.{where}.range: {cell.method} has no range setting (methods "
                                   f"with one: {ranged}); drop {cell.method} from the study")
+            hp[key] = value
+            continue
+        if key == "subset_seed":
+            if hp.get("split") != "public_subset":
+                raise ConfigError(f"studies.{cell.study}.{where}.subset_seed: applies to the split public_subset only "
+                                  f"(its split is {hp.get('split')!r}); set `split: public_subset` in its settings")
             hp[key] = value
             continue
         if key not in hp or key in fixed:

@@ -24,6 +24,7 @@ TITLES = {
     "hidden_units": "Hidden units (Figure 1)",
     "beta": "Beta (Figure B.4)",
     "ranges": "Ranges (Figure 3, Tables B.12-B.14)",
+    "label_subsets": "Label rates with other subsets (ours, beside Figure 2)",
 }
 # What is ours rather than the paper's in a study (SPEC.md "The studies" gives the evidence)
 CHOICES = {
@@ -31,6 +32,9 @@ CHOICES = {
     "random_splits": "Ours: split s is drawn by a generator seeded by s, so run s of every method sees the same split.",
     "hidden_units": "The widths are ours: the paper's source does not give them.",
     "beta": "The grid is ours: the paper's source does not give it.",
+    "label_subsets": ("Not in the paper: the label rates' cells drawn with other subsets of the public training "
+                      "nodes (`subset_seed`; the label-rate study's is 0), to measure how far the choice of one "
+                      "subset moves a cell."),
     "ranges": ("How each method reaches a range is the paper's (appendix B.12); ours: GCN, SAGE and GAT add "
                "hidden layers of their width, AGNN propagation layers (the first fixed), Cheby's two layers "
                "take Chebyshev filter size r (PyG's K; Table 2's Cora cell has K = 3)."),
@@ -43,6 +47,9 @@ PAPER = {
     "ranges": lambda paper, d, m, point: paper.get("ranges", {}).get(d, {}).get(m, {}).get(dict(point).get("range")),
 }
 TABLE2_POINT = {"label_rates": (("train_per_class", 20),)}
+# The paper's table of each dataset of a study
+PAPER_TABLES = {"label_rates": {"citeseer": "Table B.9", "cora": "Table B.10", "pubmed": "Table B.11"},
+                "ranges": {"citeseer": "Table B.12", "cora": "Table B.13", "pubmed": "Table B.14"}}
 
 
 def points(params: dict, study: str) -> list[Point]:
@@ -94,28 +101,40 @@ class Results:
 
 
 def studies_markdown(results: Results, paper: dict) -> list[str]:
-    """Each study besides Tables 2 and 3, one table a study: a row per (dataset, method), a
-    column per point of its grid, ours / the paper's where the paper reports the cell."""
+    """Each study besides Tables 2 and 3 in the paper's layout, ours / the paper's where the
+    paper reports the cell: one without a grid as Table 4 (a row per method, a column per
+    dataset), one with a grid as Tables B.9-B.14 (a table per dataset: a row per method, a
+    column per point of the grid). CAD-Net's row last, as in the paper."""
     params, lines = results.params, []
     for study, spec in params["studies"].items():
         cells = [c for c in config.cells(params) if c.study == study]
         if not cells or (study in config.TABLE_STUDIES and not spec["grid"]):
             continue
-        grid = points(params, study)
-        labels = [point_label(p) + (" (Table 2's cell)" if p == TABLE2_POINT.get(study) else "") for p in grid]
+        methods = sorted(dict.fromkeys(c.method for c in cells), key=lambda m: m == "cadnet")
+        datasets = list(dict.fromkeys(c.dataset for c in cells))
         lookup = PAPER.get(study)
+
+        def text(dataset: str, method: str, point: Point) -> str:
+            m = results.summary(study, dataset, method, point)
+            ours = "not run" if m is None else f"{fmt_acc(m)}{runs_label(m)}"
+            theirs = lookup(paper, dataset, method, point) if lookup else None
+            return ours if theirs is None else f"{ours} / {fmt_paper({'mean': theirs[0], 'std': theirs[1]})}"
+
         lines += ["", f"## {TITLES.get(study, f'Study `{study}`')}", "",
                   f"Ours (mean ± std over the runs; fewer than 100 seeds are labelled; params.yaml `studies.{study}`)"
-                  + (" / the paper's" if lookup else "") + "." + (f" {CHOICES[study]}" if study in CHOICES else ""), "",
-                  "| dataset | method | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
-        for dataset, method in dict.fromkeys((c.dataset, c.method) for c in cells):
-            row = []
-            for point in grid:
-                m = results.summary(study, dataset, method, point)
-                text = "not run" if m is None else f"{fmt_acc(m)}{runs_label(m)}"
-                theirs = lookup(paper, dataset, method, point) if lookup else None
-                row.append(text if theirs is None else f"{text} / {fmt_paper({'mean': theirs[0], 'std': theirs[1]})}")
-            lines.append(f"| {dataset} | {REGISTRY[method].label} | " + " | ".join(row) + " |")
+                  + (" / the paper's" if lookup else "") + "." + (f" {CHOICES[study]}" if study in CHOICES else "")]
+        if not spec["grid"]:
+            lines += ["", "| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
+            lines += [f"| {REGISTRY[m].label} | " + " | ".join(text(d, m, ()) for d in datasets) + " |" for m in methods]
+            continue
+        grid = points(params, study)
+        labels = [point_label(p) + (" (Table 2's cell)" if p == TABLE2_POINT.get(study) else "") for p in grid]
+        for dataset in datasets:
+            table = PAPER_TABLES.get(study, {}).get(dataset)
+            lines += ["", f"### {config.DATASET_NAMES[dataset]}" + (f" ({table})" if table else ""), "",
+                      "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+            lines += [f"| {REGISTRY[m].label} | " + " | ".join(text(dataset, m, p) for p in grid) + " |"
+                      for m in methods if any((c.dataset, c.method) == (dataset, m) for c in cells)]
     return lines
 
 

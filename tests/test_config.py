@@ -643,6 +643,21 @@ def test_a_range_is_checked(workdir, method, grid, message):
     assert_one_line(info.value, *message)
 
 
+def test_a_subset_seed_is_a_setting_of_the_public_subset_split_only(workdir):
+    params = params_with(datasets=["cora"], methods=["cadnet"])
+    params["studies"]["subsets"] = {"datasets": ["cora"], "methods": ["cadnet"], "settings": {"split": "public_subset"},
+                                    "grid": {"train_per_class": [5], "subset_seed": [1, 2]}}
+    loaded = load(workdir, params)
+    cells = [c for c in config.cells(loaded) if c.study == "subsets"]
+    assert [c.name for c in cells] == ["subsets-train_per_class=5-subset_seed=1", "subsets-train_per_class=5-subset_seed=2"]
+    assert config.cell_hparams(loaded, cells[1])["subset_seed"] == 2
+    assert "subset_seed" not in config.cell_hparams(loaded, config.Cell("main", "cora", "cadnet"))
+    del params["studies"]["subsets"]["settings"]
+    with pytest.raises(ConfigError) as info:
+        config.check_everything(load(workdir, params))
+    assert_one_line(info.value, "studies.subsets.grid.subset_seed", "public_subset only", "'public'")
+
+
 def test_a_grid_is_a_cell_per_value_and_per_combination_over_the_methods_settings(workdir):
     params = params_with(datasets=["cora", "pubmed"], methods=["cadnet"], runs=100)
     params["methods"] = ["cadnet", "gcn"]

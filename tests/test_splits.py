@@ -34,6 +34,19 @@ def test_a_public_subset_takes_k_of_each_classs_public_training_nodes_the_same_f
     assert torch.equal(subsets[4], graph["train_mask"])  # all of them: the public split itself
 
 
+def test_another_subset_seed_draws_other_subsets_still_nested_and_seed_0_is_the_default():
+    graph = public_graph()
+
+    def subset(k, **seed):
+        return split_masks(graph, {"split": "public_subset", "train_per_class": k, **seed}, seed=3)[0]
+
+    assert all(torch.equal(subset(k, subset_seed=0), subset(k)) for k in (1, 2))
+    others = {k: subset(k, subset_seed=5) for k in (1, 2, 3)}
+    assert not torch.equal(others[1], subset(1)) and not torch.equal(others[2], subset(2))
+    assert torch.bincount(graph["y"][others[1]], minlength=3).tolist() == [1, 1, 1]
+    assert not (others[1] & ~others[2]).any() and not (others[2] & ~others[3]).any()
+
+
 def test_a_public_subset_larger_than_the_public_split_or_without_one_is_one_line():
     with pytest.raises(DataError, match="class 0 has 4 public training nodes; train_per_class is 5"):
         split_masks(public_graph(), {"split": "public_subset", "train_per_class": 5}, 0)
