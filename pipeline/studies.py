@@ -182,14 +182,14 @@ def _best_of(results: Results, study: str, dataset: str, rivals, point: Point,
     mine = results.mean(where[0], dataset, where[1], where[2])
     theirs = {m: results.mean(study, dataset, m, point) for m in rivals}
     ran = {m: v for m, v in theirs.items() if v is not None}
+    short = f"{len(theirs) - len(ran)} of {len(theirs)} rivals" if len(ran) < len(theirs) else ""
     if mine is None or not ran:
-        missing = ["CAD-Net"] * (mine is None) + [f"{len(theirs) - len(ran)} of {len(theirs)} rivals"] * (len(ran) < len(theirs))
-        return "not enough seeds", f"under {MIN_SEEDS} seeds: {', '.join(missing)}"
+        return "not enough seeds", f"under {MIN_SEEDS} seeds: {', '.join(['CAD-Net'] * (mine is None) + [short] * bool(short))}"
     rival = max(ran, key=ran.get)
-    p_value, pairs = paired_test(results.seeds(where[0], dataset, where[1], where[2]),
-                                 results.seeds(study, dataset, rival, point))
+    p_value, _ = paired_test(results.seeds(where[0], dataset, where[1], where[2]),
+                             results.seeds(study, dataset, rival, point))
     evidence = (f"{mine:.2f} vs {REGISTRY[rival].label} {ran[rival]:.2f} (paired p = {p_value:.1e})"
-                + (f", {len(theirs) - len(ran)} of {len(theirs)} rivals under {MIN_SEEDS} seeds" if len(ran) < len(theirs) else ""))
+                + (f", {short} under {MIN_SEEDS} seeds" if short else ""))
     # one rival ahead settles it; being ahead of those that ran does not, while others did not
     verdict = "does not hold" if mine <= ran[rival] else "holds" if len(ran) == len(theirs) else "not enough seeds"
     return verdict, evidence
@@ -220,8 +220,11 @@ def table3_claims(results: Results) -> list[Claim]:
 
 
 def random_split_claims(results: Results) -> list[Claim]:
-    rivals = [m for m in study_methods(results.params, "random_splits") if m != "cadnet"] if "random_splits" in results.params["studies"] else []
-    return [(CLAIM_RANDOM, d, *_best_of(results, "random_splits", d, rivals, ())) for d in study_datasets(results.params, "random_splits")]
+    if "random_splits" not in results.params["studies"]:
+        return []
+    rivals = [m for m in study_methods(results.params, "random_splits") if m != "cadnet"]
+    return [(CLAIM_RANDOM, d, *_best_of(results, "random_splits", d, rivals, ()))
+            for d in study_datasets(results.params, "random_splits")]
 
 
 def grid_claims(results: Results, study: str, claim: str, rivals: tuple[str, ...] | None = None) -> list[Claim]:
