@@ -210,18 +210,25 @@ def study_figure(results: studies.Results, study: str):
     legend = {}
     for ax, dataset in zip(axes[0], datasets):
         curves = study_curves(results, study, dataset)
+        short = []  # methods here with fewer than 100 seeds in a cell, said in the panel
         for method, curve in curves.items():
-            fewest = int(curve["runs"].min())
-            label = REGISTRY[method].label.replace(" (AdaCAD)", "") + ("" if fewest >= 100 else f" ({fewest}+ seeds)")
+            label = REGISTRY[method].label.replace(" (AdaCAD)", "")
             colour = "black" if method == "cadnet" else colours(methods.index(method) % 20)
             legend.setdefault(label, ax.plot(curve["value"], curve["test_acc"], "o-", ms=3, color=colour,
                                              lw=2 if method == "cadnet" else 1.1, label=label)[0])
             ax.fill_between(curve["value"], curve["test_acc"] - curve["std"], curve["test_acc"] + curve["std"],
                             color=colour, alpha=0.15, lw=0)
+            if curve["runs"].min() < 100:
+                short.append(f"{label} {int(curve['runs'].min())}")
+        if short:
+            ax.text(0.02, 0.02, "seeds: " + ", ".join(short), transform=ax.transAxes, fontsize=7, color="tab:gray")
         if study == "beta":
-            for level, text in beta_lines(results, dataset):
-                legend.setdefault(text, ax.axhline(level, ls="--", lw=1, label=text,
-                                                   color="tab:gray" if text.startswith("state") else "tab:red"))
+            for level, text, colour in beta_lines(results, dataset):
+                line = ax.axhline(level, ls="--", lw=1, color=colour)
+                legend.setdefault(text.split(":")[0], line)
+                if text.startswith("state"):  # which baseline it is, here
+                    ax.annotate(text.split(": ")[-1], (0.01, level), xycoords=("axes fraction", "data"), fontsize=7,
+                                color=colour, ha="left", va="bottom")
         if not curves:
             ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
         if log_x:
@@ -241,17 +248,19 @@ def study_figure(results: studies.Results, study: str):
     return fig
 
 
-def beta_lines(results: studies.Results, dataset: str) -> list[tuple[float, str]]:
-    """Figure B.4's dashed lines: the state of the art (our best Table 2 baseline here; the
-    paper does not say which it drew) and CAD alone (beta = 1: the grid's cell, else Table 3's)."""
+def beta_lines(results: studies.Results, dataset: str) -> list[tuple[float, str, str]]:
+    """Figure B.4's dashed lines (level, "legend: label here", colour): the state of the art (our
+    best Table 2 baseline here; the paper does not say which it drew) and CAD alone (beta = 1:
+    the grid's cell, else Table 3's)."""
     lines = []
     baselines = {m: s for m, s in results.summaries.get(dataset, {}).items() if m in BASELINES}
     if baselines:
         best = max(baselines, key=lambda m: baselines[m]["test_acc"]["mean"])
-        lines.append((baselines[best]["test_acc"]["mean"], f"state of the art (ours): {REGISTRY[best].label}"))
+        lines.append((baselines[best]["test_acc"]["mean"], f"state of the art (our best Table 2 baseline): "
+                      f"{REGISTRY[best].label}", "tab:gray"))
     cad = results.summary("beta", dataset, "cadnet", (("beta", 1.0),)) or results.summaries.get(dataset, {}).get("cad")
     if cad is not None:
-        lines.append((cad["test_acc"]["mean"], r"CAD only ($\beta$ = 1)"))
+        lines.append((cad["test_acc"]["mean"], r"CAD only ($\beta$ = 1): CAD", "tab:red"))
     return lines
 
 

@@ -279,7 +279,8 @@ def test_a_studys_figure_draws_a_line_per_method_over_its_grid_with_its_data_for
     assert cora.get_xlabel().startswith("hidden units") and cora.get_ylabel() == "test accuracy (%)"
     band = cora.collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() == pytest.approx(72.0 - 2.828, abs=1e-3) and band.max() == pytest.approx(82.0 + 2.828, abs=1e-3)
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["CAD-Net (2+ seeds)"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["CAD-Net"]
+    assert [t.get_text() for t in cora.texts] == ["seeds: CAD-Net 2"]
     data = pd.read_csv(evaluated / "reports/plots/studies/hidden_units_cora_cadnet.csv")
     assert data["value"].tolist() == [16, 64] and data["test_acc"].tolist() == pytest.approx([72.0, 82.0])
     assert data["runs"].tolist() == [2, 2]
