@@ -329,8 +329,10 @@ def write_cell_data(kind: str, cells: list[config.Cell], table_of_cell) -> None:
 
 
 def write_tables(kind: str, tables: dict[str, pd.DataFrame]) -> None:
-    """``reports/plots/<kind>/<name>.csv`` per table, each whole; old files not among them go."""
+    """``reports/plots/<kind>/<name>.csv`` per table, each whole; old files not among them go.
+    The folder exists even empty: it is a DVC output."""
     folder = PLOT_DATA_ROOT / kind
+    folder.mkdir(parents=True, exist_ok=True)
     tables = {folder / f"{name}.csv": table for name, table in tables.items()}
     for path, table in tables.items():
         write_csv_atomic(path, table, index=False)

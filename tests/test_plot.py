@@ -39,6 +39,8 @@ def test_two_pngs_per_dataset(evaluated, capsys):
     assert "wrote 2 figures" in capsys.readouterr().out
     accuracy = pd.read_csv(evaluated / "reports/plots/accuracy/cora_cadnet.csv")
     assert accuracy["test_acc"].tolist() == pytest.approx([100 * a for a in FAKE_ACCS])
+    # no study of the paper here, and still the folder DVC declares as the plot stage's output
+    assert list((evaluated / "reports/plots/studies").iterdir()) == []
 
 
 def test_needs_no_seeds(evaluated):
