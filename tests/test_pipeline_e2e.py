@@ -462,7 +462,7 @@ def test_a_new_study_and_a_new_grid_value_train_their_cells_only(project):
         assert "2 of its 3 cells' tables were written under their spec already; kept" in proc.stderr
         metrics = project.metrics()["cora"]
         assert {"cadnet", "cadnet@beta-beta=0.5", "cadnet@beta-beta=0.95"} <= set(metrics), metrics
-        assert "## Study `beta`" in (project.root / "reports/results.md").read_text()
+        assert "## Beta (Figure B.4)" in (project.root / "reports/results.md").read_text()
     finally:
         project.git("checkout", "--", "params.yaml")
     proc = project.dvc("repro")

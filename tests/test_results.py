@@ -61,7 +61,8 @@ def test_committed_metrics_are_the_committed_per_seed_tables():
             assert m["runs"] == len(table) == table["seed"].nunique() and set(table["seed"]) == set(range(len(table)))
             assert m["test_acc"]["mean"] == pytest.approx(100 * table["test_acc"].mean(), abs=1e-3)
             assert m["test_acc"]["std"] == pytest.approx(100 * table["test_acc"].std(ddof=1), abs=1e-3)
-            assert m["runs"] >= 20, (dataset, method)
+            # a cell of Tables 2 and 3 has 20 seeds at least; a study's cell below 100 is labelled with its count
+            assert m["runs"] >= (20 if name in config.TABLE_STUDIES else 10), (dataset, key)
 
 
 @pytest.mark.skipif(os.environ.get("CADNET_SLOW") != "1", reason="100-seed run; set CADNET_SLOW=1")
