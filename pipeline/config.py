@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from pipeline.methods import BASELINES, REGISTRY
+from pipeline.models.registry import BASELINES, REGISTRY
 from pipeline.paths import PARAMS_FILE
 
 DATASETS = ("citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics")
@@ -27,7 +27,7 @@ DATASET_NAMES = {"citeseer": "CiteSeer", "cora": "Cora", "pubmed": "PubMed", "co
 METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
-SPLITS = ("public", "per_class", "public_subset", "random_planetoid")  # pipeline.splits
+SPLITS = ("public", "per_class", "public_subset", "random_planetoid")  # pipeline.engine.splits
 NORMALIZATIONS = ("clamped_sum", "sum")  # pipeline.preprocess.normalize_rows
 MAX_RUNS = 10_000  # seeds per cell: the paper runs 100; beyond this, a typo (1e12) more likely than intent
 DEVICES = ("auto", "cpu", "cuda")
@@ -84,7 +84,7 @@ TABLE_RULES: dict[str, tuple[Any, str]] = {
     "train_per_class": (lambda v: _is_int(v) and 1 <= v <= 100_000, "an integer in [1, 100000]"),
     "val_per_class": (lambda v: _is_int(v) and 1 <= v <= 100_000, "an integer in [1, 100000]"),
 }
-# The parts of the aggregation (pipeline.model.AdaCAD), fixed by each method's registry entry,
+# The parts of the aggregation (pipeline.models.adacad.AdaCAD), fixed by each method's registry entry,
 # and the methods' own hyperparameters (params.yaml `method_hparams`).
 METHOD_RULES: dict[str, tuple[Any, str]] = {
     "transition": (lambda v: v in TRANSITIONS, f"one of {list(TRANSITIONS)}"),
@@ -94,7 +94,7 @@ METHOD_RULES: dict[str, tuple[Any, str]] = {
     "heat_t": (lambda v: _is_num(v) and v > 0, "a number > 0"),
     "diffusion_topk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "attention_slope": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
-    # the baselines' own (pipeline/baselines.py)
+    # the baselines' own (pipeline/models/baselines.py)
     "baseline": (lambda v: v in BASELINES, f"one of {list(BASELINES)}"),
     "heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
     "output_heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
@@ -122,7 +122,7 @@ HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
 # What a study may set beside the hyperparameters, absent from a cell's settings unless a study
 # sets it: `range`, a method's range in hops, which each method reaches through its own setting
 # (its registry entry's ``range_key``); `subset_seed`, which of the public training nodes the
-# split public_subset keeps (pipeline.splits; 0 where no study sets it).
+# split public_subset keeps (pipeline.engine.splits; 0 where no study sets it).
 STUDY_RULES: dict[str, tuple[Any, str]] = {
     "range": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
     "subset_seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
@@ -450,7 +450,7 @@ def runs_for(params: dict, cell: Cell) -> int:
 
 
 def baseline_methods(params: dict) -> list[str]:
-    """The selected methods that are baselines of Table 2 (pipeline.baselines)."""
+    """The selected methods that are baselines of Table 2 (pipeline.models.baselines)."""
     return [m for m in params["methods"] if REGISTRY[m].table_keys is not None]
 
 

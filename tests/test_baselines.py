@@ -1,4 +1,4 @@
-"""pipeline/baselines.py: the Table 2 baselines, each seed-batched form against its one-seed
+"""pipeline/models/baselines.py: the Table 2 baselines, each seed-batched form against its one-seed
 reference, and the protocol they share with CAD-Net."""
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import torch
 from torch.func import vmap
 
 from conftest import SHIPPED_PARAMS, train_cell, update_params
-from pipeline import baselines, config, train
+from pipeline import config, train
+from pipeline.models import baselines
 from pipeline.files import save_torch
-from pipeline.methods import BASELINES, REGISTRY
-from test_batched import synthetic_graph
+from pipeline.models.registry import BASELINES, REGISTRY
+from test_adacad_batched import synthetic_graph
 
 BATCHED = [m for m in BASELINES if REGISTRY[m].batched]
 SETTINGS = dict(hidden=6, p_drop=0.5, K=2, ppr_alpha=0.1, heads=2, output_heads=1, layers=2, depth=2,

@@ -1,7 +1,7 @@
 """dvc.yaml against the code: each stage lists, as file dependencies, the pipeline modules its
 command imports, so that `dvc repro` reruns a stage whose code changed; a module left out here
 must be bookkeeping that cannot change a stage's outputs. A cell's train and evaluate stages are
-the exception: their cell's spec (pipeline/spec.py) stands for their code, settings and graph, so
+the exception: their cell's spec (pipeline/engine/spec.py) stands for their code, settings and graph, so
 they list it and a committed file of the stage before them (the order), and nothing else."""
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def stages() -> dict:
 
 
 def test_the_import_walk_follows_every_import_form():
-    # each import form once: `from pipeline import config, plan`, `from pipeline.methods import ...`
+    # each import form once: `from pipeline import config, plan`, `from pipeline.models.registry import ...`
     assert imported_pipeline_modules("check") == {"check", "config", "files", "plan", "methods", "paths", "progress",
                                                   "spec", "train"}
     assert "batched" in imported_pipeline_modules("train")

@@ -1,4 +1,4 @@
-"""The method registry (pipeline/methods.py): every entry is complete and consistent."""
+"""The method registry (pipeline/models/registry.py): every entry is complete and consistent."""
 from __future__ import annotations
 
 import importlib
@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from pipeline import config
-from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS
+from pipeline.models.registry import BASELINES, REGISTRY, TABLE3_ROWS
 from pipeline.stats import PAPER_FILE
 
 PAPER = yaml.safe_load(PAPER_FILE.read_text())
@@ -42,7 +42,7 @@ def test_a_cells_code_identity_is_its_entrys_version_not_where_its_builder_lives
     from dataclasses import replace
 
     from conftest import SHIPPED_PARAMS
-    from pipeline import spec
+    from pipeline.engine import spec
 
     cell = spec.config.Cell("main", "cora", "cadnet")
     before = spec.cell_spec(SHIPPED_PARAMS, cell)
@@ -103,7 +103,7 @@ def path_graph(n: int = 16, features: int = 5, classes: int = 3) -> dict:
 def scores_at_node_0(graph: dict, method: str, hp: dict):
     import torch
 
-    from pipeline.train import build_net
+    from pipeline.engine.loop import build_net
 
     with torch.no_grad():
         return build_net(graph, hp, method, [0], batched=False).eval()().log_probs[0, 0]
@@ -117,7 +117,7 @@ def test_a_methods_range_is_how_far_it_sees(method, r):
     import torch
 
     from test_baselines import settings
-    from test_batched import hparams
+    from test_adacad_batched import hparams
 
     key = REGISTRY[method].range_key
     hp = hparams(method) if method == "cadnet" else settings(method, p_drop=0.0, edge_drop=0.0)

@@ -8,7 +8,7 @@ equation, as docs/SPEC.md says too).
 
 Every function here accepts node tensors of shape ``[N, C]`` (one model) or ``[N, S, C]``
 (``S`` models side by side), node axis first and class axis last. The batched engine
-(:mod:`pipeline.batched`) reuses the softmax of Eq. (4), the weights of Eqs. (8)-(9), Eq. (7)
+(:mod:`pipeline.models.adacad_batched`) reuses the softmax of Eq. (4), the weights of Eqs. (8)-(9), Eq. (7)
 and the entropy; it computes the per-edge products and the diffusion as sparse-matrix
 products of its own, which the tests check against the functions here.
 """
@@ -28,7 +28,7 @@ from torch_geometric.nn.inits import glorot
 from torch_geometric.transforms import GDC
 from torch_geometric.utils import degree, remove_self_loops, scatter, softmax
 
-from pipeline.seeds import NetOutput
+from pipeline.models.seeds import NetOutput
 
 ENTROPY_EPS = 1e-15  # as in the authors' code: keeps log() finite for p = 0
 
@@ -146,7 +146,7 @@ def sparse_dropout(x: Tensor, p: float, training: bool) -> Tensor:
 @dataclass(frozen=True)
 class AdaCADConfig:
     """The parts of the aggregation (params.yaml keys of the same names; each method's
-    registry entry in :mod:`pipeline.methods` fixes ``transition``, ``propagation``,
+    registry entry in :mod:`pipeline.models.registry` fixes ``transition``, ``propagation``,
     ``weighting``)."""
 
     K: int
@@ -173,7 +173,7 @@ class AdaCADConfig:
 class EdgeListGraph:
     """The reference graph for :class:`AdaCAD`: per-edge values by gathering the edge list and
     PyG's softmax, scatter and message passing. Node tensors ``[N, S, ...]``, edge values
-    ``[E, S]``; the batched engine's :class:`pipeline.batched.BlockDiagonalGraph` offers the
+    ``[E, S]``; the batched engine's :class:`pipeline.models.adacad_batched.BlockDiagonalGraph` offers the
     same methods on a block-diagonal matrix, and the tests hold the two equal.
 
     Edge e goes from ``i = edge_index[0, e]`` to ``j = edge_index[1, e]``; transitions are
@@ -317,7 +317,7 @@ class AdaCAD(torch.nn.Module):
     with the entropy :math:`H(\mathbf{p}_i)` of every node (the regulariser of section 3.4).
 
     The per-edge work runs on a ``graph`` object: :class:`EdgeListGraph` (the reference) or
-    :class:`pipeline.batched.BlockDiagonalGraph` (many seeds as one sparse matrix). Learned
+    :class:`pipeline.models.adacad_batched.BlockDiagonalGraph` (many seeds as one sparse matrix). Learned
     parameters (``gat``, ``tf``) carry the seed axis first: ``[S, ...]``.
     """
 
@@ -405,7 +405,7 @@ class CADNet(torch.nn.Module):
     the aggregation (:class:`AdaCAD`) on its logits, :math:`g_\phi = \mathrm{softmax}`, and the
     loss term it adds to the NLL, :math:`\lambda_{\mathrm{ent}} \cdot \frac{1}{N}\sum_i H(\mathbf{p}_i)`.
 
-    The readable reference; :class:`pipeline.batched.BatchedCADNet` trains many seeds at once
+    The readable reference; :class:`pipeline.models.adacad_batched.BatchedCADNet` trains many seeds at once
     from the weights of many of these. Outputs carry a seed axis of size 1.
     """
 
@@ -469,7 +469,7 @@ def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torc
         torch.manual_seed(seed)
         models.append(CADNet(cfg, fixed))
     if batched:
-        from pipeline.batched import BatchedCADNet  # the fast engine; the reference needs none of it
+        from pipeline.models.adacad_batched import BatchedCADNet  # the fast engine; the reference needs none of it
 
         return BatchedCADNet(models, graph["x"], graph["edge_index"], seeds)
     if len(models) != 1:

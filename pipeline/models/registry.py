@@ -34,7 +34,7 @@ class Method:
     # whose own keys it reads (params.yaml method_hparams.<hparams_of>); "": its own name's.
     # Keys of that entry which this one fixes are left to ``fixed``.
     hparams_of: str = ""
-    # The version of what its network computes (pipeline.spec): bump it when a change to its
+    # The version of what its network computes (pipeline.engine.spec): bump it when a change to its
     # builder or the modules it uses moves its numbers; tests/test_golden.py holds it to that.
     version: int = 1
     # the setting that is its range in hops, which the ranges study's grid key `range` sets
@@ -45,9 +45,9 @@ class Method:
     range_key: str = ""
 
 
-# The three parts of AdaCAD's operator (pipeline.model.AdaCAD) as CAD-Net has them.
+# The three parts of AdaCAD's operator (pipeline.models.adacad.AdaCAD) as CAD-Net has them.
 ADACAD = {"transition": "cad", "propagation": "steps", "weighting": "adaptive"}
-CADNET_BUILDER = "pipeline.model:build_cadnet"
+CADNET_BUILDER = "pipeline.models.adacad:build_cadnet"
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     # CAD-Net as the authors' code runs it (diffusion (T^T)^K Z): reproduces Table 2
@@ -77,10 +77,10 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
            paper=("tableB3", "cadnet_noent"), label="CAD-Net w/o entropy"),
 )}
 
-# The baselines of Table 2 (pipeline/baselines.py), each with its published settings in
+# The baselines of Table 2 (pipeline/models/baselines.py), each with its published settings in
 # params.yaml (method_hparams.<name>, with sources), trained by the same loop on the same seeds
 # and splits. The split protocol is CAD-Net's table's; the lr is not dropped.
-BASELINE_BUILDER = "pipeline.baselines:build_baseline"
+BASELINE_BUILDER = "pipeline.models.baselines:build_baseline"
 PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class", "val_per_class", "lr_drop_every",
                  "lr_drop_factor")
 TRAINING_KEYS = ("hidden", "p_drop", "lr", "weight_decay", "epochs", "early_stop_window")

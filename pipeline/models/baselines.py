@@ -1,5 +1,5 @@
 """The baselines of Table 2, each built from PyG's own layers and trained by the same loop as
-CAD-Net (:func:`pipeline.train.train_chunk`: same seeds, same splits, same protocol).
+CAD-Net (:func:`pipeline.engine.loop.train_chunk`: same seeds, same splits, same protocol).
 
 Each baseline is a small network ``forward(x, edge_index, edge_weight) -> logits [N, C]``
 written after the public code named in ``params.yaml`` (``method_hparams.<baseline>``, where
@@ -35,7 +35,7 @@ from torch_geometric.transforms import GDC
 from torch_geometric.utils import dropout_edge, remove_self_loops, scatter
 
 from pipeline.config import ConfigError
-from pipeline.seeds import NetOutput, StackedSeeds
+from pipeline.models.seeds import NetOutput, StackedSeeds
 
 # MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
