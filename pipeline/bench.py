@@ -38,7 +38,7 @@ from torch_geometric.nn import APPNP
 
 from pipeline import config
 from pipeline.models.adacad_batched import estimate_peak_bytes
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import PROCESSED_ROOT
 from pipeline.preprocess import load_graph
 from pipeline.engine.splits import per_class_split

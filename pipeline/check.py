@@ -25,7 +25,7 @@ from pathlib import Path
 from pipeline import config
 from pipeline.engine import plan
 from pipeline.files import write_text_atomic
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, SPECS_ROOT
 from pipeline.progress import duration
 from pipeline.engine.spec import INDEX_NAME, cell_spec, differences, family_dir, index_file, spec_file, spec_text

@@ -37,7 +37,7 @@ import pandas as pd  # noqa: E402
 from pipeline import config  # noqa: E402
 from pipeline.report import studies  # noqa: E402
 from pipeline.files import write_atomic, write_csv_atomic  # noqa: E402
-from pipeline.models.registry import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
+from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
 from pipeline.paths import FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import collect, load_paper, paper_row  # noqa: E402
 from pipeline.report.summary import metric_key  # noqa: E402

@@ -29,7 +29,7 @@ import yaml
 from pipeline import config
 from pipeline.report import studies
 from pipeline.files import write_text_atomic
-from pipeline.models.registry import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
+from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
 from pipeline.paths import CELLS_FILE, DATA_STATS_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
 from pipeline.report.summary import (BOOTSTRAP_RESAMPLES, Claim, claim_row, fmt_acc, fmt_paper, method_metrics, metric_key, paired_test,
                               runs_label)
@@ -129,7 +129,7 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict,
         "",
         "Methods: `cadnet` diffuses as the authors' code does, Z_cad = (T^T)^K Z (the published",
         "numbers came from that code); `cadnet_pull` uses the paper's Eq. (6), Z_cad = T^K Z.",
-        "The other methods are listed in `pipeline/models/registry.py` (what each fixes) and `params.yaml`",
+        "The other methods are registered in `pipeline/models/` (what each fixes) and `params.yaml`",
         "(`method_hparams`: their own settings).",
     ]
     return "\n".join(lines) + "\n"

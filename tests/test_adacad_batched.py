@@ -7,7 +7,7 @@ import torch
 
 from pipeline.models.adacad_batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures, estimate_peak_bytes
 from pipeline.models.seeds import SeedStreams
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.models.adacad import CADNet, CADNetConfig, EdgeListGraph
 from pipeline.engine.loop import build_net, train_chunk, train_seed
 

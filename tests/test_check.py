@@ -8,7 +8,7 @@ import torch
 
 from conftest import NO_VARIANTS, read_params, update_params, write_params
 from pipeline import check, config
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import CHECKED_FILE
 from pipeline.engine.spec import COMPONENTS, spec_file
 

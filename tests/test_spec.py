@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: con
 from conftest import SHIPPED_PARAMS  # noqa: E402
 from pipeline import config, preprocess, train  # noqa: E402
 from pipeline.engine import spec  # noqa: E402
-from pipeline.models.registry import REGISTRY  # noqa: E402
+from pipeline.models import REGISTRY  # noqa: E402
 from test_adacad_batched import synthetic_graph  # noqa: E402
 
 GOLDEN = Path(__file__).with_name("golden_outputs.json")

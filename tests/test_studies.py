@@ -9,7 +9,7 @@ from conftest import NO_VARIANTS, update_params, write_params
 from pipeline import config, stats
 from pipeline.report import studies
 from pipeline.config import Cell
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 
 SEEDS = 20
 # the cells here differ by a constant per seed, which scipy's paired test warns of (p is still 0)

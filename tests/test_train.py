@@ -24,7 +24,7 @@ from pipeline.models.adacad_batched import BatchedCADNet
 from pipeline.models.seeds import SeedStreams, dropout
 from pipeline.files import save_torch
 from pipeline.paths import FEATURES_AS_READ
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.models.adacad import CADNet, CADNetConfig
 from test_adacad_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
 
@@ -382,7 +382,7 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
     single) even where params.yaml asks for the batched engine, with the same records."""
     import dataclasses
 
-    from pipeline.models.registry import REGISTRY
+    from pipeline.models import REGISTRY
 
     monkeypatch.setitem(REGISTRY, "cadnet", dataclasses.replace(REGISTRY["cadnet"], batched=False))
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, engine="batched", n_jobs=1,
@@ -404,7 +404,7 @@ def test_the_printed_estimate_counts_the_seeds_trained_side_by_side(workdir, mon
     """The single engine on CPU trains n_jobs seeds at once; the stage's estimate divides by that, as check's plan does."""
     import dataclasses
 
-    from pipeline.models.registry import REGISTRY
+    from pipeline.models import REGISTRY
 
     monkeypatch.setitem(REGISTRY, "cadnet", dataclasses.replace(REGISTRY["cadnet"], batched=batched))
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, n_jobs=n_jobs, device="cpu",

@@ -12,7 +12,6 @@ the loop knows nothing about any one method.
 """
 from __future__ import annotations
 
-import importlib
 import math
 import time
 
@@ -20,7 +19,7 @@ import torch
 
 from pipeline import config, progress
 from pipeline.engine.splits import split_masks
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.models.seeds import masked_accuracy, masked_nll
 
 
@@ -32,9 +31,7 @@ def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: boo
     """The method's network for ``seeds`` (its registry entry's builder). A method without a
     batched form trains seed by seed (``batched`` is then ignored)."""
     entry = REGISTRY[method]
-    module, function = entry.builder.split(":")
-    builder = getattr(importlib.import_module(module), function)
-    return builder(graph, hp, seeds, batched and entry.batched)
+    return entry.build(graph, hp, seeds, batched and entry.batched)
 
 
 def make_optimizer(params, hp: dict):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pipeline import config
 from pipeline.download import files_for
-from pipeline.models.registry import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import SPECS_ROOT
 
 # The shared code behind every cell's numbers, each with the version of what it computes.

@@ -28,6 +28,7 @@ from torch_geometric.nn.inits import glorot
 from torch_geometric.transforms import GDC
 from torch_geometric.utils import degree, remove_self_loops, scatter, softmax
 
+from pipeline.models.registry import integer, number, register, setting
 from pipeline.models.seeds import NetOutput
 
 ENTROPY_EPS = 1e-15  # as in the authors' code: keeps log() finite for p = 0
@@ -146,7 +147,7 @@ def sparse_dropout(x: Tensor, p: float, training: bool) -> Tensor:
 @dataclass(frozen=True)
 class AdaCADConfig:
     """The parts of the aggregation (params.yaml keys of the same names; each method's
-    registry entry in :mod:`pipeline.models.registry` fixes ``transition``, ``propagation``,
+    registration below fixes ``transition``, ``propagation``,
     ``weighting``)."""
 
     K: int
@@ -457,6 +458,37 @@ class BoundNet(torch.nn.Module):
         return self.model(*self.inputs)
 
 
+# ---------------------------------------------------------------------------- the registry
+
+# The three parts of AdaCAD's operator (:class:`AdaCAD`) as CAD-Net has them.
+ADACAD = {"transition": "cad", "propagation": "steps", "weighting": "adaptive"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPRSettings:
+    """Table 3's PPR: GDC's personalised-PageRank closed form, top-k sparsified."""
+
+    ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
+    diffusion_topk: int = setting(integer(1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeatSettings:
+    """Table 3's HK: GDC's heat-kernel closed form, top-k sparsified."""
+
+    heat_t: float = setting(number(0, math.inf, low_open=True))
+    diffusion_topk: int = setting(integer(1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GATTransitionSettings:
+    """Table 3's GAT+RW: GAT's attention as the transition."""
+
+    attention_slope: float = setting(number(0, math.inf))
+
+
+# CAD-Net as the authors' code runs it (diffusion (T^T)^K Z): reproduces Table 2
+@register("cadnet", fixed=ADACAD, label="CAD-Net (AdaCAD)", range_key="K")
 def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torch.nn.Module:
     """Registry builder of CAD-Net and its Table 3 variants: seed s starts from the weights a
     :class:`CADNet` gets after ``torch.manual_seed(s)``; the batched network stacks them."""
@@ -485,3 +517,28 @@ def _cached(graph: dict, key, compute):
     if key not in cache:
         cache[key] = compute()
     return cache[key]
+
+
+# The paper's Eq. (6) direction, T^K Z, reported beside CAD-Net
+register("cadnet_pull", fixed={**ADACAD, "direction": "pull"}, label="CAD-Net, Eq. 6 direction")(build_cadnet)
+# Table 3: only the aggregation changes inside the same network and hyperparameters
+register("rw", fixed={"transition": "rw", "propagation": "steps", "weighting": "none"}, paper=("table3", "rw"),
+         label="RW")(build_cadnet)
+# RW diffusing as the paper's Eq. (6) does, Z <- T Z (the rows above diffuse as CAD-Net's code
+# does, Z <- T^T Z); the paper's Table 3 does not say which its RW used
+register("rw_pull", fixed={"transition": "rw", "propagation": "steps", "weighting": "none", "direction": "pull"},
+         paper=("table3", "rw"), label="RW, Eq. 6 direction")(build_cadnet)
+register("symna", fixed={"transition": "symna", "propagation": "steps", "weighting": "none"},
+         paper=("table3", "symna"), label="symNA")(build_cadnet)
+register("ppr", fixed={"transition": "symna", "propagation": "ppr", "weighting": "none"}, settings=PPRSettings,
+         paper=("table3", "ppr"), label="PPR")(build_cadnet)
+register("hk", fixed={"transition": "symna", "propagation": "heat", "weighting": "none"}, settings=HeatSettings,
+         paper=("table3", "hk"), label="HK")(build_cadnet)
+register("gat_rw", fixed={"transition": "gat", "propagation": "steps", "weighting": "none"},
+         settings=GATTransitionSettings, paper=("table3", "gat_rw"), label="GAT+RW")(build_cadnet)
+register("tf_rw", fixed={"transition": "tf", "propagation": "steps", "weighting": "none"}, paper=("table3", "tf_rw"),
+         label="TF+RW")(build_cadnet)
+register("cad", fixed={**ADACAD, "beta": 1.0}, paper=("table3", "cad"), label="CAD")(build_cadnet)
+# appendix B.3: CAD-Net trained without the entropy regulariser
+register("cadnet_noent", fixed={**ADACAD, "lambda_ent": 0.0}, paper=("tableB3", "cadnet_noent"),
+         label="CAD-Net w/o entropy")(build_cadnet)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -34,12 +35,237 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.transforms import GDC
 from torch_geometric.utils import dropout_edge, remove_self_loops, scatter
 
-from pipeline.config import ConfigError
+from pipeline.errors import ConfigError
+from pipeline.models.registry import (REGISTRY, choice, from_settings, integer, number, register, register_as,
+                                      setting)
 from pipeline.models.seeds import NetOutput, StackedSeeds
 
 # MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
+# ---------------------------------------------------------------------------- settings
+
+# The keys of CAD-Net's table (params.yaml hparams.<dataset>) a baseline reads: the protocol
+# (graph, features, split, no lr drop); its model and training settings are its own.
+PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class", "val_per_class", "lr_drop_every",
+                 "lr_drop_factor")
+
+
+WIDTHS_PER_POWER = (lambda v: isinstance(v, list) and len(v) == 3 and sum(v) > 0
+                    and all(isinstance(w, int) and not isinstance(w, bool) and w >= 0 for w in v),
+                    "3 integers >= 0 (powers 0, 1, 2), not all 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Training:
+    """What every baseline's block (params.yaml ``method_hparams.<name>``) sets for the loop;
+    the values each must keep are those of CAD-Net's table."""
+
+    lr: float = setting()
+    weight_decay: float = setting()
+    epochs: int = setting()
+    early_stop_window: int = setting()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hidden(Training):
+    """A network with one hidden width and one dropout probability."""
+
+    hidden: int = setting()
+    p_drop: float = setting()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layered(Hidden):
+    """A stack of graph layers; the ranges study (Tables B.12-B.14) sets how many, Table 2's two
+    where params.yaml does not."""
+
+    layers: int = setting(integer(1, 64), default=2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChebSettings(Hidden):
+    K: int = setting()  # the Chebyshev filter size (PyG's ChebConv K)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JKSettings(Hidden):
+    layers: int = setting(integer(1, 64))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixHopSettings(Training):
+    """MixHop as its authors' code builds and trains it."""
+
+    p_drop: float = setting()
+    input_drop: float = setting(number(0, 1, high_open=True))
+    hidden_per_power: list = setting(WIDTHS_PER_POWER)
+    output_per_power: list = setting(WIDTHS_PER_POWER)
+    kernel_l2: float = setting(number(0, 1))
+    kernel_lasso: float = setting(number(0, 1))
+    optimizer: str = setting(choice("adam", "sgd"))
+    lr_decrement_every: int = setting(integer(1))
+    lr_decrement: float = setting(number(0, 1, high_open=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SGCSettings(Training):
+    K: int = setting()
+
+
+@dataclass(frozen=True, kw_only=True)
+class AGNNSettings(Hidden):
+    prop_layers: int = setting(integer(1, 64), default=2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GATSettings(Layered):
+    heads: int = setting(integer(1))
+    output_heads: int = setting(integer(1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UNetSettings(Hidden):
+    depth: int = setting(integer(1, 16))
+    edge_drop: float = setting(number(0, 1, high_open=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class APPNPSettings(Hidden):
+    K: int = setting()
+    ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GDCSettings(Hidden):
+    ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
+    diffusion_topk: int = setting(integer(1))
+
+
+# ---------------------------------------------------------------------------- registration
+
+NETWORKS: dict[str, type] = {}  # baseline name -> its one-seed network (in_features, classes, settings, nodes)
+
+
+def baseline(name: str, label: str, settings: type, batched: bool = True, range_key: str = ""):
+    """Decorator: registers the decorated network as the baseline ``name`` of Table 2, built by
+    :func:`build_baseline` with its settings from ``method_hparams.<name>``."""
+    def add(network):
+        NETWORKS[name] = network
+        register(name, fixed={"baseline": name, "lr_drop_every": 0}, settings=settings, paper=("table2", name),
+                 batched=batched, label=label, chunk_independent=False, table_keys=PROTOCOL_KEYS,
+                 range_key=range_key)(build_baseline)
+        return network
+    return add
+
+
+def make_network(name: str, in_features: int, classes: int, hp: dict, num_nodes: int) -> torch.nn.Module:
+    """One seed's network of baseline ``name`` (the registry entry's ``fixed["baseline"]``)."""
+    return NETWORKS[name](in_features, classes, from_settings(REGISTRY[name].settings, hp), num_nodes)
+
+
+class OneSeed(torch.nn.Module):
+    """One baseline network bound to its inputs, answering the loop as CAD-Net's network does."""
+
+    def __init__(self, model: torch.nn.Module, inputs: tuple):
+        super().__init__()
+        self.model, self.inputs = model, inputs
+
+    def to(self, device):
+        super().to(device)
+        self.inputs = tuple(None if t is None else t.to(device) for t in self.inputs)
+        return self
+
+    def forward(self) -> NetOutput:
+        log_probs = F.log_softmax(self.model(*self.inputs), dim=-1).unsqueeze(1)
+        return _output(log_probs, _penalty(self.model, dict(self.model.named_parameters())).view(1))
+
+
+class SeedsSideBySide(StackedSeeds):
+    """S copies of one baseline network: parameters stacked along a first seed axis (every
+    one: ``SEED_AXIS`` stays empty), run by one ``vmap`` over the shared inputs (each seed its
+    own dropout masks)."""
+
+    def __init__(self, models: list[torch.nn.Module], inputs: tuple):
+        super().__init__()
+        params, buffers = stack_module_state(models)
+        self.names = list(params)
+        self.stacked = torch.nn.ParameterList(torch.nn.Parameter(params[n].detach().clone()) for n in self.names)
+        self.buffers_by_name = buffers
+        # a parameter-free template to call functionally; kept out of the module tree so that
+        # its (meta) parameters are not the optimiser's
+        self._template = [copy.deepcopy(models[0]).to("meta")]
+        self.inputs = inputs
+
+    def to(self, device):
+        super().to(device)
+        self.inputs = tuple(None if t is None else t.to(device) for t in self.inputs)
+        self.buffers_by_name = {k: v.to(device) for k, v in self.buffers_by_name.items()}
+        return self
+
+    def forward(self) -> NetOutput:
+        template = self._template[0].train(self.training)
+
+        def one_seed(params):
+            logits = functional_call(template, (params, self.buffers_by_name), self.inputs)
+            return F.log_softmax(logits, dim=-1), _penalty(template, params)
+
+        log_probs, penalties = vmap(one_seed, randomness="different")(dict(zip(self.names, self.stacked)))
+        return _output(log_probs.transpose(0, 1), penalties)  # [S, N, C] -> [N, S, C]
+
+
+def _penalty(model: torch.nn.Module, params: dict[str, Tensor]) -> Tensor:
+    """A baseline's own loss terms (MixHop's kernel regulariser), else 0."""
+    return model.penalty(params) if hasattr(model, "penalty") else next(iter(params.values())).new_zeros(())
+
+
+def _output(log_probs: Tensor, penalties: Tensor) -> NetOutput:
+    """A baseline's prediction and loss terms [S]; no adaptive weight (gamma reported as 1)."""
+    num_nodes, S = log_probs.shape[:2]
+    return NetOutput(log_probs, penalties, log_probs.new_ones(num_nodes, S))
+
+
+def baseline_inputs(graph: dict, name: str, hp: dict) -> tuple:
+    """Dense features, the graph without added self-loops, and (GDC) the rewired graph's
+    weights; MixHop: the features' nonzero entries and the symmetric-normalised graph with
+    self-loops, as its authors' reader builds them, and its transpose (for the gradient)."""
+    x = graph["x"].to_dense()
+    edge_index, _ = remove_self_loops(graph["edge_index"])
+    if name == "mixhop":  # which words occur (its authors' reader), the normalised graph with self-loops
+        index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
+        adjacency, transposed = (int32_csr(torch.sparse_coo_tensor(i, weight, (x.size(0),) * 2, check_invariants=True)
+                                           .coalesce().to_sparse_csr()) for i in (index, index.flip(0)))
+        return SparsePattern(x.nonzero().t(), tuple(x.shape)), adjacency, transposed
+    if name != "gdc":
+        return x, edge_index, None
+    cache = graph.setdefault("_cache", {})
+    key = ("gdc", hp["ppr_alpha"], hp["diffusion_topk"])
+    if key not in cache:  # PyG's GDC with the GDC authors' settings (params.yaml cites them)
+        gdc = GDC(self_loop_weight=1, normalization_in="sym", normalization_out="col",
+                  diffusion_kwargs=dict(method="ppr", alpha=hp["ppr_alpha"]),
+                  sparsification_kwargs=dict(method="topk", k=hp["diffusion_topk"], dim=0), exact=True)
+        rewired = gdc(Data(edge_index=edge_index, num_nodes=x.size(0)))
+        cache[key] = (rewired.edge_index, rewired.edge_attr)
+    return (x, *cache[key])
+
+
+def build_baseline(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torch.nn.Module:
+    """Registry builder of every baseline: seed s starts from the weights its network gets
+    after ``torch.manual_seed(s)``; batched, the seeds' networks are stacked."""
+    name = hp["baseline"]
+    inputs = baseline_inputs(graph, name, hp)
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(make_network(name, graph["x"].size(1), graph["num_classes"], hp, graph["y"].size(0)))
+    if batched:
+        return SeedsSideBySide(models, inputs)
+    if len(models) != 1:
+        raise ValueError("a baseline's reference network trains one seed at a time")
+    return OneSeed(models[0], inputs)
+
+
+# ---------------------------------------------------------------------------- the networks, in Table 2's order
 
 class ConvStack(torch.nn.Module):
     """conv -> ReLU -> dropout -> ... -> conv: GCN, ChebNet and GraphSAGE as in PyG's
@@ -62,89 +288,39 @@ class ConvStack(torch.nn.Module):
         return conv(x, edge_index) if edge_weight is None else conv(x, edge_index, edge_weight)
 
 
-class GAT(torch.nn.Module):
-    """PyG benchmark/citation gat.py: dropout, GATConv (8 heads), ELU, dropout, GATConv. With
-    ``layers`` r (the ranges study), r - 2 more GATConv layers of the same heads and width
-    before the last, each followed by ELU and dropout."""
-
-    def __init__(self, in_features, classes, hp):
-        super().__init__()
-        p, h, heads = hp["p_drop"], hp["hidden"], hp["heads"]
-        hidden = [GATConv(in_features, h, heads=heads, dropout=p)]
-        hidden += [GATConv(h * heads, h, heads=heads, dropout=p) for _ in range(hp.get("layers", 2) - 2)]
-        self.convs = torch.nn.ModuleList(hidden + [GATConv(h * heads, classes, heads=hp["output_heads"], concat=False,
-                                                           dropout=p)])
-        self.p_drop = p
-
-    def forward(self, x, edge_index, edge_weight=None):
-        x = F.dropout(x, self.p_drop, self.training)
-        for conv in self.convs[:-1]:
-            x = F.dropout(F.elu(conv(x, edge_index)), self.p_drop, self.training)
-        return self.convs[-1](x, edge_index)
+def layer_widths(in_features: int, classes: int, hidden: int, layers: int) -> list[tuple[int, int]]:
+    """(in, out) of each of ``layers`` graph layers: in_features -> hidden -> ... -> classes."""
+    sizes = [in_features] + [hidden] * (layers - 1) + [classes]
+    return list(zip(sizes[:-1], sizes[1:]))
 
 
-class APPNPNet(torch.nn.Module):
-    """PyG benchmark/citation appnp.py: dropout, Linear, ReLU, dropout, Linear, APPNP(K, alpha)."""
-
-    def __init__(self, in_features, classes, hp):
-        super().__init__()
-        self.lin1 = torch.nn.Linear(in_features, hp["hidden"])
-        self.lin2 = torch.nn.Linear(hp["hidden"], classes)
-        self.prop = APPNP(hp["K"], hp["ppr_alpha"])
-        self.p_drop = hp["p_drop"]
-
-    def forward(self, x, edge_index, edge_weight=None):
-        x = F.dropout(x, self.p_drop, self.training)
-        x = F.relu(self.lin1(x))
-        x = F.dropout(x, self.p_drop, self.training)
-        return self.prop(self.lin2(x), edge_index)
+@baseline("cheb", "Cheby", ChebSettings, range_key="K")
+def cheb(in_features: int, classes: int, cfg: ChebSettings, num_nodes: int) -> ConvStack:
+    return ConvStack([ChebConv(a, b, cfg.K) for a, b in layer_widths(in_features, classes, cfg.hidden, 2)], cfg.p_drop)
 
 
-class SGC(torch.nn.Module):
-    """PyG benchmark/citation sgc.py: one SGConv (K propagation steps, then a linear map),
-    cached as there: the propagated features do not depend on the weights."""
-
-    def __init__(self, in_features, classes, hp):
-        super().__init__()
-        self.conv = SGConv(in_features, classes, K=hp["K"], cached=True)
-
-    def forward(self, x, edge_index, edge_weight=None):
-        return self.conv(x, edge_index)
+@baseline("gcn", "GCN", Layered, range_key="layers")
+def gcn(in_features: int, classes: int, cfg: Layered, num_nodes: int) -> ConvStack:
+    return ConvStack([GCNConv(a, b) for a, b in layer_widths(in_features, classes, cfg.hidden, cfg.layers)], cfg.p_drop)
 
 
-class AGNN(torch.nn.Module):
-    """PyG examples/agnn.py: dropout, Linear, ReLU, AGNNConv (fixed), AGNNConv (learned),
-    dropout, Linear. With ``prop_layers`` r (the ranges study), r propagation layers: the first
-    fixed, the others learned."""
-
-    def __init__(self, in_features, classes, hp):
-        super().__init__()
-        self.lin1 = torch.nn.Linear(in_features, hp["hidden"])
-        props = [AGNNConv(requires_grad=False)] + [AGNNConv(requires_grad=True) for _ in range(hp.get("prop_layers", 2) - 1)]
-        self.props = torch.nn.ModuleList(props)
-        self.lin2 = torch.nn.Linear(hp["hidden"], classes)
-        self.p_drop = hp["p_drop"]
-
-    def forward(self, x, edge_index, edge_weight=None):
-        x = F.dropout(x, self.p_drop, self.training)
-        x = F.relu(self.lin1(x))
-        for prop in self.props:
-            x = prop(x, edge_index)
-        x = F.dropout(x, self.p_drop, self.training)
-        return self.lin2(x)
+@baseline("sage", "SAGE", Layered, range_key="layers")
+def sage(in_features: int, classes: int, cfg: Layered, num_nodes: int) -> ConvStack:
+    return ConvStack([SAGEConv(a, b) for a, b in layer_widths(in_features, classes, cfg.hidden, cfg.layers)], cfg.p_drop)
 
 
+@baseline("jknet", "JK", JKSettings, range_key="layers")
 class JKNet(torch.nn.Module):
     """JK-Net (Xu et al. 2018): ``layers`` GCN layers, their outputs concatenated
     (JumpingKnowledge "cat"), then a linear classifier."""
 
-    def __init__(self, in_features, classes, hp):
+    def __init__(self, in_features: int, classes: int, cfg: JKSettings, num_nodes: int):
         super().__init__()
-        sizes = [in_features] + [hp["hidden"]] * hp["layers"]
+        sizes = [in_features] + [cfg.hidden] * cfg.layers
         self.convs = torch.nn.ModuleList(GCNConv(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
         self.jump = JumpingKnowledge("cat")
-        self.lin = torch.nn.Linear(hp["hidden"] * hp["layers"], classes)
-        self.p_drop = hp["p_drop"]
+        self.lin = torch.nn.Linear(cfg.hidden * cfg.layers, classes)
+        self.p_drop = cfg.p_drop
 
     def forward(self, x, edge_index, edge_weight=None):
         outs = []
@@ -332,6 +508,7 @@ def dropped_normalised(rows: Tensor, num_nodes: int, p: float, training: bool) -
     return kept / norms[rows]
 
 
+@baseline("mixhop", "MixHop", MixHopSettings)
 class MixHop(torch.nn.Module):
     """MixHop as its authors' code runs it on the citation datasets (samihaija/mixhop,
     mixhop_trainer.py with train_<dataset>.sh): binary features, dropout and rows L2-normalised;
@@ -350,9 +527,9 @@ class MixHop(torch.nn.Module):
     DENSE_INPUT_ABOVE = 0.2
     Q_PENALTY = 1e-3
 
-    def __init__(self, in_features, classes, hp, num_nodes):
+    def __init__(self, in_features: int, classes: int, cfg: MixHopSettings, num_nodes: int):
         super().__init__()
-        hidden, output = hp["hidden_per_power"], hp["output_per_power"]
+        hidden, output = cfg.hidden_per_power, cfg.output_per_power
         if sum(output) % classes:
             raise ConfigError(f"method_hparams.mixhop.output_per_power: {output} sums to {sum(output)}, "
                               f"not a multiple of the {classes} classes")
@@ -361,8 +538,8 @@ class MixHop(torch.nn.Module):
         self.output = MixHopLayer(sum(hidden), output)
         self.q = torch.nn.Parameter(torch.zeros(sum(output) // classes))
         self.classes, self.num_nodes, self.in_features = classes, num_nodes, in_features
-        self.input_drop, self.p_drop = hp["input_drop"], hp["p_drop"]
-        self.kernel_l2, self.kernel_lasso = hp["kernel_l2"], hp["kernel_lasso"]
+        self.input_drop, self.p_drop = cfg.input_drop, cfg.p_drop
+        self.kernel_l2, self.kernel_lasso = cfg.kernel_l2, cfg.kernel_lasso
 
     def forward(self, words: SparsePattern, adjacency, transposed):
         x = dropped_normalised(words.rows, self.num_nodes, self.input_drop, self.training)
@@ -385,15 +562,77 @@ class MixHop(torch.nn.Module):
         return self.kernel_l2 * l2 + self.kernel_lasso * lasso + self.Q_PENALTY * params["q"].pow(2).mean()
 
 
+@baseline("sgc", "SGC", SGCSettings, range_key="K")
+class SGC(torch.nn.Module):
+    """PyG benchmark/citation sgc.py: one SGConv (K propagation steps, then a linear map),
+    cached as there: the propagated features do not depend on the weights."""
+
+    def __init__(self, in_features: int, classes: int, cfg: SGCSettings, num_nodes: int):
+        super().__init__()
+        self.conv = SGConv(in_features, classes, K=cfg.K, cached=True)
+
+    def forward(self, x, edge_index, edge_weight=None):
+        return self.conv(x, edge_index)
+
+
+# AGNNConv's attention softmax does not run under torch.func.vmap (PyG 2.8.1's scatter broadcast
+# fails on a batched 1-D alpha): seed by seed
+@baseline("agnn", "AGNN", AGNNSettings, batched=False, range_key="prop_layers")
+class AGNN(torch.nn.Module):
+    """PyG examples/agnn.py: dropout, Linear, ReLU, AGNNConv (fixed), AGNNConv (learned),
+    dropout, Linear. With ``prop_layers`` r (the ranges study), r propagation layers: the first
+    fixed, the others learned."""
+
+    def __init__(self, in_features: int, classes: int, cfg: AGNNSettings, num_nodes: int):
+        super().__init__()
+        self.lin1 = torch.nn.Linear(in_features, cfg.hidden)
+        props = [AGNNConv(requires_grad=False)] + [AGNNConv(requires_grad=True) for _ in range(cfg.prop_layers - 1)]
+        self.props = torch.nn.ModuleList(props)
+        self.lin2 = torch.nn.Linear(cfg.hidden, classes)
+        self.p_drop = cfg.p_drop
+
+    def forward(self, x, edge_index, edge_weight=None):
+        x = F.dropout(x, self.p_drop, self.training)
+        x = F.relu(self.lin1(x))
+        for prop in self.props:
+            x = prop(x, edge_index)
+        x = F.dropout(x, self.p_drop, self.training)
+        return self.lin2(x)
+
+
+@baseline("gat", "GAT", GATSettings, range_key="layers")
+class GAT(torch.nn.Module):
+    """PyG benchmark/citation gat.py: dropout, GATConv (8 heads), ELU, dropout, GATConv. With
+    ``layers`` r (the ranges study), r - 2 more GATConv layers of the same heads and width
+    before the last, each followed by ELU and dropout."""
+
+    def __init__(self, in_features: int, classes: int, cfg: GATSettings, num_nodes: int):
+        super().__init__()
+        p, h, heads = cfg.p_drop, cfg.hidden, cfg.heads
+        hidden = [GATConv(in_features, h, heads=heads, dropout=p)]
+        hidden += [GATConv(h * heads, h, heads=heads, dropout=p) for _ in range(cfg.layers - 2)]
+        self.convs = torch.nn.ModuleList(hidden + [GATConv(h * heads, classes, heads=cfg.output_heads, concat=False,
+                                                           dropout=p)])
+        self.p_drop = p
+
+    def forward(self, x, edge_index, edge_weight=None):
+        x = F.dropout(x, self.p_drop, self.training)
+        for conv in self.convs[:-1]:
+            x = F.dropout(F.elu(conv(x, edge_index)), self.p_drop, self.training)
+        return self.convs[-1](x, edge_index)
+
+
+# top-k pooling keeps a different node set per seed: no stacked form
+@baseline("graph_unet", "U-Nets", UNetSettings, batched=False)
 class UNet(torch.nn.Module):
     """PyG examples/graph_unet.py: edge dropout, feature dropout, GraphUNet (depth 3, pooling
     ratios 2000/N then 0.5)."""
 
-    def __init__(self, in_features, classes, hp, num_nodes):
+    def __init__(self, in_features: int, classes: int, cfg: UNetSettings, num_nodes: int):
         super().__init__()
         ratios = [min(1.0, 2000 / num_nodes), 0.5]
-        self.unet = GraphUNet(in_features, hp["hidden"], classes, depth=hp["depth"], pool_ratios=ratios)
-        self.edge_drop, self.p_drop = hp["edge_drop"], hp["p_drop"]
+        self.unet = GraphUNet(in_features, cfg.hidden, classes, depth=cfg.depth, pool_ratios=ratios)
+        self.edge_drop, self.p_drop = cfg.edge_drop, cfg.p_drop
 
     def forward(self, x, edge_index, edge_weight=None):
         edge_index, _ = dropout_edge(edge_index, p=self.edge_drop, force_undirected=True, training=self.training)
@@ -401,125 +640,33 @@ class UNet(torch.nn.Module):
         return self.unet(x, edge_index)
 
 
-def make_network(name: str, in_features: int, classes: int, hp: dict, num_nodes: int) -> torch.nn.Module:
-    """One seed's network of baseline ``name`` (the registry entry's ``fixed["baseline"]``)."""
-    h, p = hp.get("hidden"), hp.get("p_drop", 0.0)
-    sizes = [in_features] + [h] * (hp.get("layers", 2) - 1) + [classes]  # the ranges study: r layers
-    widths = list(zip(sizes[:-1], sizes[1:]))
-    if name == "gcn":
-        return ConvStack([GCNConv(a, b) for a, b in widths], p)
-    if name == "gdc":  # GCN on GDC's weighted graph, already normalised by the transform
-        return ConvStack([GCNConv(a, b, normalize=False) for a, b in widths], p)
-    if name == "cheb":
-        return ConvStack([ChebConv(a, b, hp["K"]) for a, b in widths], p)
-    if name == "sage":
-        return ConvStack([SAGEConv(a, b) for a, b in widths], p)
-    networks = {"gat": GAT, "appnp": APPNPNet, "sgc": SGC, "agnn": AGNN, "jknet": JKNet}
-    if name in networks:
-        return networks[name](in_features, classes, hp)
-    if name == "mixhop":
-        return MixHop(in_features, classes, hp, num_nodes)
-    if name == "graph_unet":
-        return UNet(in_features, classes, hp, num_nodes)
-    raise ValueError(f"unknown baseline {name!r}")
+@baseline("appnp", "APPNP", APPNPSettings, range_key="K")
+class APPNPNet(torch.nn.Module):
+    """PyG benchmark/citation appnp.py: dropout, Linear, ReLU, dropout, Linear, APPNP(K, alpha)."""
 
-
-class OneSeed(torch.nn.Module):
-    """One baseline network bound to its inputs, answering the loop as CAD-Net's network does."""
-
-    def __init__(self, model: torch.nn.Module, inputs: tuple):
+    def __init__(self, in_features: int, classes: int, cfg: APPNPSettings, num_nodes: int):
         super().__init__()
-        self.model, self.inputs = model, inputs
+        self.lin1 = torch.nn.Linear(in_features, cfg.hidden)
+        self.lin2 = torch.nn.Linear(cfg.hidden, classes)
+        self.prop = APPNP(cfg.K, cfg.ppr_alpha)
+        self.p_drop = cfg.p_drop
 
-    def to(self, device):
-        super().to(device)
-        self.inputs = tuple(None if t is None else t.to(device) for t in self.inputs)
-        return self
-
-    def forward(self) -> NetOutput:
-        log_probs = F.log_softmax(self.model(*self.inputs), dim=-1).unsqueeze(1)
-        return _output(log_probs, _penalty(self.model, dict(self.model.named_parameters())).view(1))
-
-
-class SeedsSideBySide(StackedSeeds):
-    """S copies of one baseline network: parameters stacked along a first seed axis (every
-    one: ``SEED_AXIS`` stays empty), run by one ``vmap`` over the shared inputs (each seed its
-    own dropout masks)."""
-
-    def __init__(self, models: list[torch.nn.Module], inputs: tuple):
-        super().__init__()
-        params, buffers = stack_module_state(models)
-        self.names = list(params)
-        self.stacked = torch.nn.ParameterList(torch.nn.Parameter(params[n].detach().clone()) for n in self.names)
-        self.buffers_by_name = buffers
-        # a parameter-free template to call functionally; kept out of the module tree so that
-        # its (meta) parameters are not the optimiser's
-        self._template = [copy.deepcopy(models[0]).to("meta")]
-        self.inputs = inputs
-
-    def to(self, device):
-        super().to(device)
-        self.inputs = tuple(None if t is None else t.to(device) for t in self.inputs)
-        self.buffers_by_name = {k: v.to(device) for k, v in self.buffers_by_name.items()}
-        return self
-
-    def forward(self) -> NetOutput:
-        template = self._template[0].train(self.training)
-
-        def one_seed(params):
-            logits = functional_call(template, (params, self.buffers_by_name), self.inputs)
-            return F.log_softmax(logits, dim=-1), _penalty(template, params)
-
-        log_probs, penalties = vmap(one_seed, randomness="different")(dict(zip(self.names, self.stacked)))
-        return _output(log_probs.transpose(0, 1), penalties)  # [S, N, C] -> [N, S, C]
+    def forward(self, x, edge_index, edge_weight=None):
+        x = F.dropout(x, self.p_drop, self.training)
+        x = F.relu(self.lin1(x))
+        x = F.dropout(x, self.p_drop, self.training)
+        return self.prop(self.lin2(x), edge_index)
 
 
-def _penalty(model: torch.nn.Module, params: dict[str, Tensor]) -> Tensor:
-    """A baseline's own loss terms (MixHop's kernel regulariser), else 0."""
-    return model.penalty(params) if hasattr(model, "penalty") else next(iter(params.values())).new_zeros(())
+@baseline("gdc", "GDC", GDCSettings)
+def gdc(in_features: int, classes: int, cfg: GDCSettings, num_nodes: int) -> ConvStack:
+    """GCN on GDC's weighted graph (:func:`baseline_inputs`), already normalised by the transform."""
+    widths = layer_widths(in_features, classes, cfg.hidden, 2)
+    return ConvStack([GCNConv(a, b, normalize=False) for a, b in widths], cfg.p_drop)
 
 
-def _output(log_probs: Tensor, penalties: Tensor) -> NetOutput:
-    """A baseline's prediction and loss terms [S]; no adaptive weight (gamma reported as 1)."""
-    num_nodes, S = log_probs.shape[:2]
-    return NetOutput(log_probs, penalties, log_probs.new_ones(num_nodes, S))
-
-
-def baseline_inputs(graph: dict, name: str, hp: dict) -> tuple:
-    """Dense features, the graph without added self-loops, and (GDC) the rewired graph's
-    weights; MixHop: the features' nonzero entries and the symmetric-normalised graph with
-    self-loops, as its authors' reader builds them, and its transpose (for the gradient)."""
-    x = graph["x"].to_dense()
-    edge_index, _ = remove_self_loops(graph["edge_index"])
-    if name == "mixhop":  # which words occur (its authors' reader), the normalised graph with self-loops
-        index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
-        adjacency, transposed = (int32_csr(torch.sparse_coo_tensor(i, weight, (x.size(0),) * 2, check_invariants=True)
-                                           .coalesce().to_sparse_csr()) for i in (index, index.flip(0)))
-        return SparsePattern(x.nonzero().t(), tuple(x.shape)), adjacency, transposed
-    if name != "gdc":
-        return x, edge_index, None
-    cache = graph.setdefault("_cache", {})
-    key = ("gdc", hp["ppr_alpha"], hp["diffusion_topk"])
-    if key not in cache:  # PyG's GDC with the GDC authors' settings (params.yaml cites them)
-        gdc = GDC(self_loop_weight=1, normalization_in="sym", normalization_out="col",
-                  diffusion_kwargs=dict(method="ppr", alpha=hp["ppr_alpha"]),
-                  sparsification_kwargs=dict(method="topk", k=hp["diffusion_topk"], dim=0), exact=True)
-        rewired = gdc(Data(edge_index=edge_index, num_nodes=x.size(0)))
-        cache[key] = (rewired.edge_index, rewired.edge_attr)
-    return (x, *cache[key])
-
-
-def build_baseline(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torch.nn.Module:
-    """Registry builder of every baseline: seed s starts from the weights its network gets
-    after ``torch.manual_seed(s)``; batched, the seeds' networks are stacked."""
-    name = hp["baseline"]
-    inputs = baseline_inputs(graph, name, hp)
-    models = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        models.append(make_network(name, graph["x"].size(1), graph["num_classes"], hp, graph["y"].size(0)))
-    if batched:
-        return SeedsSideBySide(models, inputs)
-    if len(models) != 1:
-        raise ValueError("a baseline's reference network trains one seed at a time")
-    return OneSeed(models[0], inputs)
+# MixHop as its authors' scripts were tuned: their train_<dataset>.sh (May 2019) ran a trainer
+# whose kernels carried L2 alone (keras l2(l2reg)); the per-unit lasso came with their NGCN code
+# (June 2019), as CombinedRegularizer(l2reg, l2reg), while the new --lasso_reg flag (default 0)
+# went unused. `mixhop` runs the code as it stands; this entry the code the scripts were run with.
+register_as("mixhop", "mixhop_l2", "MixHop, L2 only (May 2019 code)", {"kernel_lasso": 0.0})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from pipeline import config
-from pipeline.models.registry import BASELINES, REGISTRY, TABLE3_ROWS
+from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
 from pipeline.report.summary import Claim, fmt_acc, fmt_paper, metric_key, paired_test, runs_label
 
 Point = tuple  # a study's grid values: ((key, value), ...)
