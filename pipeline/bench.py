@@ -2,8 +2,8 @@
 
 Not a test and not a DVC stage: it prints figures measured in one run on the current device
 (CUDA when present) and writes them to ``reports/bench.md``:
-(a) the single-seed path (:func:`pipeline.train.train_seed`, one seed at a time),
-(b) the batched engine (:func:`pipeline.train.train_chunk`, a chunk of seeds at once),
+(a) the single-seed path (:func:`pipeline.engine.loop.train_seed`, one seed at a time),
+(b) the batched engine (:func:`pipeline.engine.loop.train_chunk`, a chunk of seeds at once),
 (c) PyG's APPNP (K=10, alpha=0.1, hidden 64) trained one seed at a time with the same loop,
 (d) the authors' setup: one seed at a time, the dense feature matrix, PyG message passing (the
 single-seed network of (a) fed ``X`` dense, as their demo scripts feed it; written here from
@@ -37,14 +37,14 @@ import torch.nn.functional as F
 from torch_geometric.nn import APPNP
 
 from pipeline import config
-from pipeline.batched import estimate_peak_bytes
-from pipeline.methods import REGISTRY
+from pipeline.models.adacad_batched import estimate_peak_bytes
+from pipeline.models import REGISTRY
 from pipeline.paths import PROCESSED_ROOT
 from pipeline.preprocess import load_graph
-from pipeline.splits import per_class_split
+from pipeline.engine.splits import per_class_split
 from pipeline.stats import load_paper
-from pipeline.train import (chunk_size, graph_sizes, in_fresh_processes, is_out_of_memory, make_optimizer,
-                            resolve_device, train_chunk, train_seed)
+from pipeline.engine.loop import make_optimizer, train_chunk, train_seed
+from pipeline.train import chunk_size, graph_sizes, in_fresh_processes, is_out_of_memory, resolve_device
 
 # an entry that reads another's settings (mixhop_l2) runs that one's network: its time is that one's
 TIMED_BY_DEFAULT = tuple(name for name, entry in REGISTRY.items() if not entry.hparams_of)

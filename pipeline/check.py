@@ -9,7 +9,7 @@ that no stage lists, or ``true`` turned into ``1`` (DVC compares param values wi
 Its output holds the same line whatever the values, so it never makes a later stage rerun:
 each of those reruns for the params it lists itself.
 
-It also writes each cell's spec (:mod:`pipeline.spec`) to ``data/specs/<dataset>/<method>/
+It also writes each cell's spec (:mod:`pipeline.engine.spec`) to ``data/specs/<dataset>/<method>/
 <cell>.json``: its resolved settings, seeds, data and code versions. A family's folder of specs is
 the one thing of params.yaml and of the code that its train and evaluate stages depend on, so a
 value reruns exactly the families whose specs it changes, and train retrains the cells among
@@ -22,12 +22,13 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline import config, plan
+from pipeline import config
+from pipeline.engine import plan
 from pipeline.files import write_text_atomic
-from pipeline.methods import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, SPECS_ROOT
 from pipeline.progress import duration
-from pipeline.spec import INDEX_NAME, cell_spec, differences, family_dir, index_file, spec_file, spec_text
+from pipeline.engine.spec import INDEX_NAME, cell_spec, differences, family_dir, index_file, spec_file, spec_text
 
 
 def resolve_device_name(name: str) -> str:

@@ -18,7 +18,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from pipeline.methods import BASELINES, REGISTRY
+from pipeline.errors import ConfigError, DataError, PipelineError  # noqa: F401  (every stage reaches them here)
+from pipeline.models import BASELINES, REGISTRY
+from pipeline.models.registry import rules_of
 from pipeline.paths import PARAMS_FILE
 
 DATASETS = ("citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics")
@@ -27,7 +29,7 @@ DATASET_NAMES = {"citeseer": "CiteSeer", "cora": "Cora", "pubmed": "PubMed", "co
 METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
-SPLITS = ("public", "per_class", "public_subset", "random_planetoid")  # pipeline.splits
+SPLITS = ("public", "per_class", "public_subset", "random_planetoid")  # pipeline.engine.splits
 NORMALIZATIONS = ("clamped_sum", "sum")  # pipeline.preprocess.normalize_rows
 MAX_RUNS = 10_000  # seeds per cell: the paper runs 100; beyond this, a typo (1e12) more likely than intent
 DEVICES = ("auto", "cpu", "cuda")
@@ -84,33 +86,30 @@ TABLE_RULES: dict[str, tuple[Any, str]] = {
     "train_per_class": (lambda v: _is_int(v) and 1 <= v <= 100_000, "an integer in [1, 100000]"),
     "val_per_class": (lambda v: _is_int(v) and 1 <= v <= 100_000, "an integer in [1, 100000]"),
 }
-# The parts of the aggregation (pipeline.model.AdaCAD), fixed by each method's registry entry,
-# and the methods' own hyperparameters (params.yaml `method_hparams`).
+
+
+def _settings_rules() -> dict[str, tuple[Any, str]]:
+    """A rule for every key of a registered method's settings schema (pipeline.models), the
+    first method's where several have the key (each cell's value is checked by its own method's:
+    :func:`rule_for`); a key without a rule of its own is one of CAD-Net's table (lr, hidden)."""
+    rules: dict[str, tuple[Any, str]] = {}
+    for entry in REGISTRY.values():
+        for key, rule in (rules_of(entry.settings) if entry.settings else {}).items():
+            assert rule is not None or key in TABLE_RULES, f"{entry.name}'s settings: {key} has no rule"
+            if rule is not None:
+                rules.setdefault(key, rule)
+    return rules
+
+
+# The parts of the aggregation (pipeline.models.adacad.AdaCAD), fixed by each method's registry
+# entry; the network a baseline's entry fixes; and the methods' own hyperparameters (params.yaml
+# `method_hparams`), each as its method's settings schema defines it.
 METHOD_RULES: dict[str, tuple[Any, str]] = {
     "transition": (lambda v: v in TRANSITIONS, f"one of {list(TRANSITIONS)}"),
     "propagation": (lambda v: v in PROPAGATIONS, f"one of {list(PROPAGATIONS)}"),
     "weighting": (lambda v: v in WEIGHTINGS, f"one of {list(WEIGHTINGS)}"),
-    "ppr_alpha": (lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)"),
-    "heat_t": (lambda v: _is_num(v) and v > 0, "a number > 0"),
-    "diffusion_topk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "attention_slope": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
-    # the baselines' own (pipeline/baselines.py)
     "baseline": (lambda v: v in BASELINES, f"one of {list(BASELINES)}"),
-    "heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "output_heads": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "layers": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
-    "prop_layers": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),  # AGNN's
-    "depth": (lambda v: _is_int(v) and 1 <= v <= 16, "an integer in [1, 16]"),
-    "edge_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
-    # MixHop as its authors' code builds and trains it
-    "input_drop": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
-    "hidden_per_power": (lambda v: _widths(v) and sum(v) > 0, "3 integers >= 0 (powers 0, 1, 2), not all 0"),
-    "output_per_power": (lambda v: _widths(v) and sum(v) > 0, "3 integers >= 0 (powers 0, 1, 2), not all 0"),
-    "kernel_l2": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
-    "kernel_lasso": (lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
-    "optimizer": (lambda v: v in ("adam", "sgd"), "one of ['adam', 'sgd']"),
-    "lr_decrement_every": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "lr_decrement": (lambda v: _is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
+    **_settings_rules(),
     # any method's, optional: at most this many seeds per batched chunk for this method (or this
     # cell, under method_hparams.<method>.<dataset>) in place of the global seed_chunk. A
     # baseline's seeds share their chunk's dropout stream, so its chunk size (not this key) is
@@ -122,31 +121,15 @@ HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
 # What a study may set beside the hyperparameters, absent from a cell's settings unless a study
 # sets it: `range`, a method's range in hops, which each method reaches through its own setting
 # (its registry entry's ``range_key``); `subset_seed`, which of the public training nodes the
-# split public_subset keeps (pipeline.splits; 0 where no study sets it).
+# split public_subset keeps (pipeline.engine.splits; 0 where no study sets it).
 STUDY_RULES: dict[str, tuple[Any, str]] = {
     "range": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer in [1, 64]"),
     "subset_seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
 }
 
 
-class PipelineError(Exception):
-    """An input problem a user can fix; its message is one line and names what is at fault."""
-
-
-class ConfigError(PipelineError):
-    """A bad value in params.yaml or a bad command-line argument."""
-
-
-class DataError(PipelineError):
-    """A missing, corrupt or unreachable data file."""
-
-
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _widths(v: Any) -> bool:
-    return isinstance(v, list) and len(v) == 3 and all(_is_int(w) and w >= 0 for w in v)
 
 
 def _is_num(v: Any) -> bool:
@@ -341,7 +324,8 @@ def _check_values(where: str, grid: Any) -> dict:
         for value in values:
             if not isinstance(value, (int, float, str)) or isinstance(value, bool):
                 raise ConfigError(f"{where}.{key}: {value!r} is not a number or a name; a study sets those")
-            _check_hparam(f"{where}.{key}", key, value)
+            if key not in METHOD_RULES:  # a method's own key: each cell checks it by its method's rule
+                _check_hparam(f"{where}.{key}", key, value)
         if len(set(values)) < len(values):
             raise ConfigError(f"{where}.{key}: a value is listed twice; list each once")
     return grid
@@ -450,7 +434,7 @@ def runs_for(params: dict, cell: Cell) -> int:
 
 
 def baseline_methods(params: dict) -> list[str]:
-    """The selected methods that are baselines of Table 2 (pipeline.baselines)."""
+    """The selected methods that are baselines of Table 2 (pipeline.models.baselines)."""
     return [m for m in params["methods"] if REGISTRY[m].table_keys is not None]
 
 
@@ -485,16 +469,24 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
                                   f"(its split is {hp.get('split')!r}); set `split: public_subset` in its settings")
             hp[key] = value
             continue
-        if key not in hp or key in fixed:
+        if (key not in hp and key not in REGISTRY[cell.method].optional_keys) or key in fixed:
             why = f"fixed by {cell.method}'s registry entry" if key in fixed else f"not a setting of {cell.method}"
             raise ConfigError(f"studies.{cell.study}.{where}.{key}: {why}; drop {cell.method} from the study or the "
                               f"key from its {where}")
+        _check_hparam(f"studies.{cell.study}.{where}.{key}", key, value, cell.method)
         hp[key] = value
     return hp
 
 
-def _check_hparam(where: str, key: str, value: Any) -> None:
-    check, allowed = {**HPARAM_RULES, **STUDY_RULES}[key]
+def rule_for(key: str, method: str | None = None) -> tuple[Any, str]:
+    """The rule a value of ``key`` must keep: ``method``'s settings schema's, where it has one."""
+    settings = REGISTRY[method].settings if method else None
+    own = rules_of(settings).get(key) if settings else None
+    return own or {**HPARAM_RULES, **STUDY_RULES}[key]
+
+
+def _check_hparam(where: str, key: str, value: Any, method: str | None = None) -> None:
+    check, allowed = rule_for(key, method)
     if not check(value):
         raise ConfigError(f"{where}: got {value!r}; allowed values: {allowed}")
 
@@ -547,7 +539,7 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
         resolved.update(_own_overrides(blocks.get(method) or {}, dataset, method))
     for key in METHOD_RULES:
         if key in resolved:
-            _check_hparam(f"{method}.{key}", key, resolved[key])
+            _check_hparam(f"{method}.{key}", key, resolved[key], method)
     return resolved
 
 
@@ -561,15 +553,16 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
     # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
     per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (entry.table_keys or ()))
     # a block read for another entry may hold that entry's keys which this one fixes
-    _check_known_keys(own, per_dataset, dataset, method, REGISTRY[method].own_keys + OPTIONAL_OWN_KEYS, per_dataset_only)
+    optional = entry.optional_keys + OPTIONAL_OWN_KEYS
+    _check_known_keys(own, per_dataset, dataset, method, REGISTRY[method].own_keys + optional, per_dataset_only)
     values = {}
     for key in allowed:
         value = per_dataset.get(key, protocol.get(key, own.get(key)))
         if value is None:
             raise ConfigError(f"method_hparams.{method}.{key}: missing")
-        _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
+        _check_hparam(f"method_hparams.{method}{'.' + dataset if key in per_dataset else ''}.{key}", key, value, method)
         values[key] = value
-    values.update(_values_set(own, per_dataset, dataset, method, OPTIONAL_OWN_KEYS))
+    values.update(_values_set(own, per_dataset, dataset, method, optional))
     return values
 
 
@@ -577,7 +570,7 @@ def _own_overrides(block: dict, dataset: str, method: str) -> dict:
     """An entry that reads another's block (``hparams_of``) may set its own values of the same
     keys in ``method_hparams.<method>`` (per dataset under ``.<dataset>``); the keys its registry
     entry fixes are not among them."""
-    keys = REGISTRY[method].own_keys + OPTIONAL_OWN_KEYS
+    keys = REGISTRY[method].own_keys + REGISTRY[method].optional_keys + OPTIONAL_OWN_KEYS
     per_dataset = block.get(dataset) or {}
     _check_known_keys(block, per_dataset, dataset, method, keys)
     return _values_set(block, per_dataset, dataset, method, keys)
@@ -603,7 +596,7 @@ def _values_set(block: dict, per_dataset: dict, dataset: str, name: str, keys: t
     for key in keys:
         value = per_dataset.get(key, block.get(key))
         if value is not None:
-            _check_hparam(f"method_hparams.{name}{'.' + dataset if key in per_dataset else ''}.{key}", key, value)
+            _check_hparam(f"method_hparams.{name}{'.' + dataset if key in per_dataset else ''}.{key}", key, value, name)
             values[key] = value
     return values
 

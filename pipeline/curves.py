@@ -21,12 +21,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from pipeline import config  # noqa: E402
-from pipeline.methods import REGISTRY  # noqa: E402
+from pipeline.models import REGISTRY  # noqa: E402
 from pipeline.paths import CURVES_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.plot import (DEFAULT_METHOD, LEGEND_BELOW, changed_settings, read_table,  # noqa: E402
                            save_figure, selected_main_method, titled, write_cell_data)
 from pipeline.stats import load_paper  # noqa: E402
-from pipeline.tables import table_paths  # noqa: E402
+from pipeline.report.tables import table_paths  # noqa: E402
 
 
 def epochs_of(dataset: str, method: str, name: str) -> pd.DataFrame:

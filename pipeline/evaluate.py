@@ -12,8 +12,8 @@ import json
 
 from pipeline import config
 from pipeline.files import write_text_atomic
-from pipeline.spec import read_index, read_spec
-from pipeline.tables import read_per_seed, summaries_path, summarize
+from pipeline.engine.spec import read_index, read_spec
+from pipeline.report.tables import read_per_seed, summaries_path, summarize
 
 
 def main(argv: list[str]) -> None:

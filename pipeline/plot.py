@@ -34,13 +34,14 @@ matplotlib.use("Agg")  # files only; no display on CI or servers
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pipeline import config, studies  # noqa: E402
+from pipeline import config  # noqa: E402
+from pipeline.report import studies  # noqa: E402
 from pipeline.files import write_atomic, write_csv_atomic  # noqa: E402
-from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
+from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside  # noqa: E402
 from pipeline.paths import FIGURES_ROOT, PLOT_DATA_ROOT  # noqa: E402
 from pipeline.stats import collect, load_paper, paper_row  # noqa: E402
-from pipeline.summary import metric_key  # noqa: E402
-from pipeline.tables import read_per_seed, table_paths  # noqa: E402
+from pipeline.report.summary import metric_key  # noqa: E402
+from pipeline.report.tables import read_per_seed, table_paths  # noqa: E402
 
 DEFAULT_METHOD = "cadnet"
 LEGEND_BELOW = dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
@@ -323,7 +324,7 @@ def main(argv: list[str]) -> None:
 
 def write_cell_data(kind: str, cells: list[config.Cell], table_of_cell) -> None:
     """``table_of_cell(cell)`` per cell, as CSV in ``reports/plots/<kind>/<dataset>_<key>.csv``
-    (key: :func:`pipeline.summary.metric_key`) that `dvc plots show` and `dvc plots diff` draw
+    (key: :func:`pipeline.report.summary.metric_key`) that `dvc plots show` and `dvc plots diff` draw
     (templates in dvc.yaml). Every table is read before any file is written, each file is
     written whole, and old files of unselected cells go last."""
     write_tables(kind, {f"{cell.dataset}_{metric_key(cell)}": table_of_cell(cell) for cell in cells})

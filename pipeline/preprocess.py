@@ -10,7 +10,7 @@ it keeps the features as read (`features_as_read.pt`), for the cells that normal
 another rule (the baselines under `baseline_protocol.<dataset>.normalize_features`).
 
 The module also holds :func:`load_graph`, which the train stage uses to read `graph.pt`, and
-:func:`load_features_as_read` (the splits live in :mod:`pipeline.splits`).
+:func:`load_features_as_read` (the splits live in :mod:`pipeline.engine.splits`).
 """
 from __future__ import annotations
 

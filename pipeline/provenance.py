@@ -18,7 +18,7 @@ import pandas as pd
 from pipeline import config
 from pipeline.paths import EVAL_ROOT, RUNS_FILE
 from pipeline.progress import duration
-from pipeline.tables import read_per_seed
+from pipeline.report.tables import read_per_seed
 
 HEADER = """# Where the committed results came from
 

@@ -26,13 +26,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from pipeline import config, studies
+from pipeline import config
+from pipeline.report import studies
 from pipeline.files import write_text_atomic
-from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
+from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
 from pipeline.paths import CELLS_FILE, DATA_STATS_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
-from pipeline.summary import (BOOTSTRAP_RESAMPLES, Claim, claim_row, fmt_acc, fmt_paper, method_metrics, metric_key, paired_test,
+from pipeline.report.summary import (BOOTSTRAP_RESAMPLES, Claim, claim_row, fmt_acc, fmt_paper, method_metrics, metric_key, paired_test,
                               runs_label)
-from pipeline.tables import read_per_seed
+from pipeline.report.tables import read_per_seed
 
 PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
 # "On par with APPNP in time per epoch" read as: CAD-Net's epoch costs at most this many of
@@ -128,7 +129,7 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict,
         "",
         "Methods: `cadnet` diffuses as the authors' code does, Z_cad = (T^T)^K Z (the published",
         "numbers came from that code); `cadnet_pull` uses the paper's Eq. (6), Z_cad = T^K Z.",
-        "The other methods are listed in `pipeline/methods.py` (what each fixes) and `params.yaml`",
+        "The other methods are registered in `pipeline/models/` (what each fixes) and `params.yaml`",
         "(`method_hparams`: their own settings).",
     ]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
-"""Train stage: ``python -m pipeline.train <dataset> [<method>]``, and the one training loop
-that every method of the registry (:mod:`pipeline.methods`) goes through.
+"""Train stage: ``python -m pipeline.train <dataset> [<method>]``: trains a (dataset, method)
+family's cells through the one training loop (:mod:`pipeline.engine.loop`).
 
 Trains seeds ``0 .. runs-1`` of one (dataset, method) pair and writes what the later stages
 read, in ``reports/eval/<dataset>/`` (committed, so that every stage after this one reruns on any
@@ -9,7 +9,7 @@ how many seeds still run, and the mean and 10-90% spread of their losses).
 
 The seeds themselves are a cache, one file per seed in ``data/runs/<dataset>/<method>/
 seed_NNN.pt``, outside DVC. Each file records its seed, dataset, method and the identity of its
-cell's spec (:func:`pipeline.spec.seed_identity`: settings, data and code versions), so an
+cell's spec (:func:`pipeline.engine.spec.seed_identity`: settings, data and code versions), so an
 interrupted run keeps its finished seeds and a rerun trains only the missing ones. Nothing
 trained is deleted: seed files of other settings (or beyond ``runs``) are moved to
 ``data/stash/<dataset>/<method>/<identity>/`` and moved back when those settings return, so a
@@ -17,13 +17,6 @@ quick look with ``-S runs=10``, a bad value, or an experiment costs no finished 
 ``--shard K/N`` trains share K of N of the seeds (whole blocks of a baseline's fixed chunks) and
 writes only their seed files, so that N processes or machines can split a cell; ``dvc repro``
 then adopts them (0 to train) and writes the tables.
-
-The protocol follows the authors' code (docs/SPEC.md), for every method: Adam with amsgrad,
-weight decay on all parameters, a step learning-rate drop, one training step then one
-eval-mode pass per epoch, the reported test accuracy is the one at the epoch of lowest
-validation loss, and early stopping after ``epochs // 2`` when the validation loss exceeds
-the mean of the previous ``early_stop_window`` epochs. The loss is the NLL on the training
-nodes plus whatever terms the method's network returns (CAD-Net: its entropy regulariser).
 """
 from __future__ import annotations
 
@@ -31,9 +24,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
-import importlib
 import json
-import math
 import os
 import pickle
 import re
@@ -49,17 +40,17 @@ from typing import NamedTuple
 import torch
 from joblib import Parallel, delayed, effective_n_jobs
 
-from pipeline import config, plan, progress
+from pipeline import config, progress
+from pipeline.engine import plan
 from pipeline.check import resolve_device_name
-from pipeline.batched import estimate_peak_bytes
+from pipeline.models.adacad_batched import estimate_peak_bytes
 from pipeline.files import meant_name, save_torch, write_csv_atomic, write_text_atomic
-from pipeline.methods import REGISTRY
 from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
-from pipeline.seeds import masked_accuracy, masked_nll
-from pipeline.spec import cell_name, cell_of, current_family, seed_identity, spec_hash
-from pipeline.splits import split_masks
-from pipeline.tables import WRITTEN_NAME, epoch_summary, family_tables, gamma_histogram, per_seed_table, table_paths
+from pipeline.engine.loop import TrainingError, train_chunk, train_seed
+from pipeline.engine.spec import cell_name, cell_of, current_family, seed_identity, spec_hash
+from pipeline.engine.splits import split_masks
+from pipeline.report.tables import WRITTEN_NAME, epoch_summary, family_tables, gamma_histogram, per_seed_table, table_paths
 
 SEED_FILE = re.compile(r"seed_(\d+)\.pt")
 # Methods whose CPU seeds each run in a process of their own. PyG's GraphUNet squares its
@@ -70,154 +61,10 @@ SEED_FILE = re.compile(r"seed_(\d+)\.pt")
 FRESH_PROCESS_PER_SEED = {"graph_unet"}
 
 
-class TrainingError(config.PipelineError):
-    """Training itself went wrong (a non-finite loss, memory): reported as one line."""
-
-
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks CUDA when present, so the same params run on a laptop or a GPU box."""
     return torch.device(resolve_device_name(name))
 
-
-def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: bool) -> torch.nn.Module:
-    """The method's network for ``seeds`` (its registry entry's builder). A method without a
-    batched form trains seed by seed (``batched`` is then ignored)."""
-    entry = REGISTRY[method]
-    module, function = entry.builder.split(":")
-    builder = getattr(importlib.import_module(module), function)
-    return builder(graph, hp, seeds, batched and entry.batched)
-
-
-def make_optimizer(params, hp: dict):
-    """Adam(amsgrad) with weight decay on every parameter, and the step lr drop (or none); or,
-    where ``hp["optimizer"]`` is "sgd" (MixHop's authors' code), plain SGD whose lr falls by
-    ``lr_decrement`` x the initial lr every ``lr_decrement_every`` epochs."""
-    if hp.get("optimizer", "adam") == "sgd":
-        optimizer = torch.optim.SGD(params, lr=hp["lr"], weight_decay=hp["weight_decay"])
-        every, step = hp["lr_decrement_every"], hp["lr_decrement"]
-
-        def fall(done: int) -> float:
-            # their loop lowers the lr after step i when i > 0 and i % every == 0 (i from 0):
-            # the epoch after ``done`` finished ones runs at lr * this
-            return 1 - step * max(0, (done - 1) // every)
-        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, fall)
-    optimizer = torch.optim.Adam(params, lr=hp["lr"], weight_decay=hp["weight_decay"], amsgrad=True)
-    scheduler = None
-    if hp["lr_drop_every"] > 0:
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, hp["lr_drop_every"], hp["lr_drop_factor"])
-    return optimizer, scheduler
-
-
-def should_stop_early(val_losses: list[float], epoch: int, epochs: int, window: int) -> bool:
-    """The authors' rule: past half the epochs, stop when this epoch's validation loss is
-    greater than the mean of the previous ``window`` epochs' (the current one excluded)."""
-    if window <= 0 or epoch <= epochs // 2:
-        return False
-    previous = val_losses[-(window + 1):-1]
-    return bool(previous) and val_losses[-1] > sum(previous) / len(previous)
-
-
-def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | str = "cpu",
-                method: str = "cadnet", batched: bool = True) -> list[dict]:
-    """The one training loop: train ``seeds`` of ``method`` side by side and return one record
-    per seed. Everything stays per seed: initial weights (the builder seeds them), dropout
-    masks, splits, early stopping (a stopped seed's parameters are frozen while the others go
-    on) and model selection. With ``batched=False`` (one seed: the readable reference) the
-    network is the method's single-seed model; the records mean the same either way."""
-    device = torch.device(device)
-    if not batched and len(seeds) != 1:
-        return [r for seed in seeds for r in train_chunk(graph, hp, [seed], device, method, batched=False)]
-    S = len(seeds)
-    net = build_net(graph, hp, method, seeds, batched).to(device)
-    splits = [split_masks(graph, hp, seed) for seed in seeds]
-    masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
-    y = graph["y"].to(device)
-    torch.manual_seed(seeds[0])  # the single-seed network's dropout stream (batched: one per seed)
-    optimizer, scheduler = make_optimizer(net.parameters(), hp)
-
-    parts = ("train", "val", "test")
-    history = {f"{p}_{w}": [] for p in parts for w in ("loss", "acc")}  # per epoch: [S] tensors
-    active = torch.ones(S, dtype=torch.bool, device=device)
-    epochs_run = torch.zeros(S, dtype=torch.long)
-    best_val = torch.full((S,), math.inf, device=device)
-    best = {k: torch.zeros(S, device=device) for k in ("val_acc", "test_acc")}
-    best_epoch = torch.zeros(S, dtype=torch.long, device=device)
-    best_gamma = torch.zeros(graph["y"].size(0), S, device=device)
-
-    start = time.perf_counter()
-    epoch_bar = progress.inner(hp["epochs"], f"  seeds {seeds[0]}-{seeds[-1]}", "epoch")
-    for epoch in range(1, hp["epochs"] + 1):
-        net.train()
-        optimizer.zero_grad()
-        out = net()
-        per_seed_loss = masked_nll(out.log_probs, y, masks[0]) + out.regularizer
-        finite = torch.isfinite(per_seed_loss) | ~active
-        if not finite.all():
-            bad = int((~finite).nonzero()[0])
-            raise TrainingError(f"seed {seeds[bad]}: training loss is {float(per_seed_loss[bad].detach())} at epoch {epoch}; "
-                                f"the settings make training diverge (lr, weight_decay, lambda_ent?)")
-        per_seed_loss.sum().backward()  # seed s's gradient is its own loss's
-        stopped = (~active).nonzero().view(-1)
-        saved = net.seed_slices(stopped) if stopped.numel() else None
-        optimizer.step()
-        if saved is not None:
-            net.restore_seed_slices(stopped, saved)
-
-        net.eval()
-        with torch.no_grad():
-            out = net()
-            for part, mask in zip(parts, masks):
-                history[f"{part}_loss"].append(masked_nll(out.log_probs, y, mask))
-                history[f"{part}_acc"].append(masked_accuracy(out.log_probs, y, mask))
-            val_loss = history["val_loss"][-1]
-            improved = active & (val_loss < best_val)
-            best_val = torch.where(improved, val_loss, best_val)
-            for key in ("val_acc", "test_acc"):
-                best[key] = torch.where(improved, history[key][-1], best[key])
-            best_epoch = torch.where(improved, torch.full_like(best_epoch, epoch), best_epoch)
-            best_gamma = torch.where(improved.view(1, -1), out.gamma, best_gamma)
-        epochs_run[active.cpu()] = epoch
-
-        val_history = torch.stack(history["val_loss"]).cpu()
-        for s in active.nonzero().view(-1).tolist():
-            if should_stop_early(val_history[:, s].tolist(), epoch, hp["epochs"], hp["early_stop_window"]):
-                active[s] = False
-        epoch_bar.update()
-        epoch_bar.set_postfix(active=int(active.sum()))
-        if not active.any():
-            break
-        if scheduler is not None:
-            scheduler.step()
-    epoch_bar.close()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    epochs_executed = epoch
-
-    stacked = {k: torch.stack(v).cpu() for k, v in history.items()}
-    records = []
-    for s, seed in enumerate(seeds):
-        n = int(epochs_run[s])
-        records.append({
-            "seed": seed,
-            "test_acc": float(best["test_acc"][s]),
-            "val_acc": float(best["val_acc"][s]),
-            "best_val_loss": float(best_val[s]),
-            "selected_epoch": int(best_epoch[s]),
-            "epochs_run": n,
-            # the chunk's wall time per epoch (training step + eval pass), shared out over its
-            # seeds; for one seed at a time, simply its wall time per epoch
-            "ms_per_seed_epoch": 1000.0 * seconds / epochs_executed / S,
-            "gamma": best_gamma[:, s].cpu().clone(),
-            "history": {k: v[:n, s].tolist() for k, v in stacked.items()},
-            "engine": f"batched (chunk of {S})" if batched else "single",
-        })
-    return records
-
-
-def train_seed(graph: dict, hp: dict, seed: int, device: torch.device | str = "cpu", method: str = "cadnet") -> dict:
-    """One seed through the same loop with the method's single-seed model: the reference."""
-    return train_chunk(graph, hp, [seed], device, method, batched=False)[0]
 
 
 # ---------------------------------------------------------------------------- bookkeeping
@@ -663,7 +510,7 @@ def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprin
 
 def read_written(dataset: str, method: str) -> dict[str, dict]:
     """Of each cell whose tables the family's folder holds, what they were written from: the hash
-    of the cell's spec (:func:`pipeline.spec.spec_hash`) and the checksum of the tables as
+    of the cell's spec (:func:`pipeline.engine.spec.spec_hash`) and the checksum of the tables as
     written; nothing where the record is missing or unreadable."""
     path = family_tables(dataset, method) / WRITTEN_NAME
     try:

@@ -1,4 +1,4 @@
-"""pipeline/baselines.py: the Table 2 baselines, each seed-batched form against its one-seed
+"""pipeline/models/baselines.py: the Table 2 baselines, each seed-batched form against its one-seed
 reference, and the protocol they share with CAD-Net."""
 from __future__ import annotations
 
@@ -11,17 +11,18 @@ import torch
 from torch.func import vmap
 
 from conftest import SHIPPED_PARAMS, train_cell, update_params
-from pipeline import baselines, config, train
+from pipeline import config, train
+from pipeline.models import baselines
 from pipeline.files import save_torch
-from pipeline.methods import BASELINES, REGISTRY
-from test_batched import synthetic_graph
+from pipeline.models import BASELINES, REGISTRY
+from test_adacad_batched import synthetic_graph
 
 BATCHED = [m for m in BASELINES if REGISTRY[m].batched]
 SETTINGS = dict(hidden=6, p_drop=0.5, K=2, ppr_alpha=0.1, heads=2, output_heads=1, layers=2, depth=2,
                 edge_drop=0.2, diffusion_topk=8, lr=0.01, weight_decay=5e-4, epochs=4, early_stop_window=0,
                 lr_drop_every=0, lr_drop_factor=0.5, split="per_class", train_per_class=5, val_per_class=5,
                 input_drop=0.5, hidden_per_power=[3, 2, 2], output_per_power=[0, 3, 3], kernel_l2=5e-3,
-                kernel_lasso=5e-3)
+                kernel_lasso=5e-3, optimizer="adam", lr_decrement_every=1, lr_decrement=0.0)
 
 
 def settings(name: str, **changes) -> dict:

@@ -72,7 +72,7 @@ def test_an_unknown_method_to_time_is_named(capsys):
 
 
 def test_methods_are_timed_as_asked(monkeypatch):
-    from test_batched import synthetic_graph
+    from test_adacad_batched import synthetic_graph
 
     from pipeline import config
 

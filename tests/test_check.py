@@ -8,9 +8,9 @@ import torch
 
 from conftest import NO_VARIANTS, read_params, update_params, write_params
 from pipeline import check, config
-from pipeline.methods import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import CHECKED_FILE
-from pipeline.spec import COMPONENTS, spec_file
+from pipeline.engine.spec import COMPONENTS, spec_file
 
 
 def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values(workdir, capsys):

@@ -17,7 +17,7 @@ import yaml
 
 from conftest import PROJECT_ROOT, SHIPPED_PARAMS, shipped_params_text, with_variants_in_selection, write_params
 from pipeline import config
-from pipeline.methods import BASELINES, REGISTRY
+from pipeline.models import BASELINES, REGISTRY
 from pipeline.config import ConfigError
 
 SPEC = PROJECT_ROOT / "docs" / "SPEC.md"  # the in-repository copy of the specification

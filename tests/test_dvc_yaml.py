@@ -1,7 +1,7 @@
 """dvc.yaml against the code: each stage lists, as file dependencies, the pipeline modules its
 command imports, so that `dvc repro` reruns a stage whose code changed; a module left out here
 must be bookkeeping that cannot change a stage's outputs. A cell's train and evaluate stages are
-the exception: their cell's spec (pipeline/spec.py) stands for their code, settings and graph, so
+the exception: their cell's spec (pipeline/engine/spec.py) stands for their code, settings and graph, so
 they list it and a committed file of the stage before them (the order), and nothing else."""
 from __future__ import annotations
 
@@ -24,18 +24,32 @@ BOOKKEEPING = {
 
 
 def imported_pipeline_modules(module: str) -> set[str]:
-    """``module`` and the ``pipeline`` modules it imports itself (imports inside functions included).
-    Not transitively: config imports the method registry to validate names, which does not make
-    the download stage depend on the registry."""
+    """``module`` and the ``pipeline`` modules it imports itself (imports inside functions
+    included), as paths under pipeline/ without ``.py`` (``engine/spec``; a package: its folder,
+    ``models``). Not transitively: config imports the method registry to validate names, which
+    does not make the download stage depend on the models."""
+    def path(dotted: str) -> str:
+        return dotted.removeprefix("pipeline").lstrip(".").replace(".", "/")
+
     found = {module}
     for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "pipeline":
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline."):
-            found.add(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith("pipeline."):
+            package = path(node.module)
+            if package and not (PACKAGE / package).is_dir():  # from pipeline.config import X
+                found.add(package)
+                continue
+            for alias in node.names:  # from pipeline[.engine] import plan: a module, or a name of the package
+                name = f"{package}/{alias.name}".lstrip("/")
+                found.add(name if (PACKAGE / f"{name}.py").exists() else package)
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("pipeline.")}
+            found |= {path(a.name) for a in node.names if a.name.startswith("pipeline.")}
     return found
+
+
+def covers(deps: list[str], module: str) -> bool:
+    """Whether a dependency of ``deps`` (a file, or a folder such as pipeline/models) holds ``module``."""
+    listed = {dep.removeprefix("pipeline/").removesuffix(".py") for dep in deps if dep.startswith("pipeline/")}
+    return any(module == dep or module.startswith(dep + "/") for dep in listed)
 
 
 def stages() -> dict:
@@ -43,10 +57,11 @@ def stages() -> dict:
 
 
 def test_the_import_walk_follows_every_import_form():
-    # each import form once: `from pipeline import config, plan`, `from pipeline.methods import ...`
-    assert imported_pipeline_modules("check") == {"check", "config", "files", "plan", "methods", "paths", "progress",
-                                                  "spec", "train"}
-    assert "batched" in imported_pipeline_modules("train")
+    # each import form once: `from pipeline import config, plan`, `from pipeline.models import ...`
+    assert imported_pipeline_modules("check") == {"check", "config", "files", "engine/plan", "models", "paths",
+                                                  "progress", "engine/spec", "train"}
+    assert "models/adacad_batched" in imported_pipeline_modules("train")
+    assert covers(["pipeline/models"], "models/baselines") and not covers(["pipeline/models/seeds.py"], "models/baselines")
 
 
 CELL_STAGES = ("train", "evaluate")
@@ -57,8 +72,8 @@ def test_a_stage_depends_on_the_code_it_runs(name):
     stage = stages()[name]
     module = stage["cmd"].split()[2].removeprefix("pipeline.")
     needed = imported_pipeline_modules(module)
-    listed = {dep.removeprefix("pipeline/").removesuffix(".py") for dep in stage["deps"] if dep.startswith("pipeline/")}
-    missing = sorted(needed - listed - set(BOOKKEEPING) - {"__init__"})
+    missing = sorted(m for m in needed - {"__init__"} if not covers(stage["deps"], m)
+                     and m.split("/")[-1] not in BOOKKEEPING)
     assert not missing, f"dvc.yaml stage {name!r} runs pipeline.{module} but does not depend on {missing}"
 
 

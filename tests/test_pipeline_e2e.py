@@ -312,15 +312,15 @@ def test_an_edit_that_moves_no_number_reruns_no_cell(project):
     """A docstring, a comment and a function moved to another module: the specs stay as they were
     (code identity is a version), so no cell's stage reruns; the check stage, which reads the
     code, reruns and finds the same specs."""
-    model, train = project.root / "pipeline/model.py", project.root / "pipeline/train.py"
-    splits = project.root / "pipeline/splits.py"
+    model, loop = project.root / "pipeline/models/adacad.py", project.root / "pipeline/engine/loop.py"
+    splits = project.root / "pipeline/engine/splits.py"
     try:
         model.write_text(model.read_text().replace('"""', '"""Reworded. ', 1))
-        source = train.read_text()
+        source = loop.read_text()
         start, end = source.index("def should_stop_early("), source.index("def train_chunk(")
-        kept = (source[:start] + source[end:]).replace("from pipeline.splits import split_masks",
-                                                      "from pipeline.splits import should_stop_early, split_masks")
-        train.write_text("# a comment\n" + kept)
+        kept = (source[:start] + source[end:]).replace("from pipeline.engine.splits import split_masks",
+                                                      "from pipeline.engine.splits import should_stop_early, split_masks")
+        loop.write_text("# a comment\n" + kept)
         splits.write_text(splits.read_text() + "\n\n" + source[start:end].rstrip() + "\n")
         proc = project.run(*readme_command("dvc repro"))
         assert not {s for s in stages_run(proc) if s.startswith(("train", "evaluate"))}, proc.stdout[-3000:]

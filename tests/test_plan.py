@@ -1,9 +1,9 @@
-"""pipeline/plan.py: what will be trained, and how long it will take, said before training."""
+"""pipeline/engine/plan.py: what will be trained, and how long it will take, said before training."""
 from __future__ import annotations
 
 import pytest
 
-from pipeline import plan
+from pipeline.engine import plan
 
 
 def cell_table(folder, method, name="main"):

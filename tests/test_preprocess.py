@@ -20,7 +20,8 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 from conftest import REAL_MIRROR, needs_real_mirror, shipped_params_text
 from pipeline import preprocess as pp
-from pipeline import config, splits
+from pipeline import config
+from pipeline.engine import splits
 from pipeline.config import ConfigError, DataError
 
 MIRROR = REAL_MIRROR / "planetoid"
@@ -121,7 +122,7 @@ def test_real_files_of_every_dataset_match_the_paper(workdir, name):
     if name in pp.PLANETOID:
         assert (stats["train"], stats["val"], stats["test"]) == (20 * classes, 500, 1000)
     else:
-        assert graph["train_mask"] is None  # a new split per seed (pipeline/splits.py)
+        assert graph["train_mask"] is None  # a new split per seed (pipeline/engine/splits.py)
 
 
 @needs_real_mirror("planetoid")
@@ -264,7 +265,7 @@ def test_tiny_planetoid_pubmed_path(workdir, unlisted):
     assert torch.all(torch.isclose(sums, torch.ones(520)) | (sums == 0))
 
 
-# ---------------------------------------------------------------- per_class_split (pipeline/splits.py)
+# ---------------------------------------------------------------- per_class_split (pipeline/engine/splits.py)
 
 
 def class_labels() -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""pipeline/seeds.py: what every stacked network shares, by hand: the per-seed loss over each
+"""pipeline/models/seeds.py: what every stacked network shares, by hand: the per-seed loss over each
 seed's own nodes, and dropout drawn from each seed's own stream."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.seeds import SeedStreams, dropout, masked_nll
+from pipeline.models.seeds import SeedStreams, dropout, masked_nll
 
 
 def test_masked_nll_per_seed_by_hand():

@@ -1,4 +1,4 @@
-"""Code identity (pipeline/spec.py): the versions that stand for the code behind a cell's numbers.
+"""Code identity (pipeline/engine/spec.py): the versions that stand for the code behind a cell's numbers.
 
 A version survives what does not move numbers (a moved function, a renamed module, a docstring)
 because it is a constant, not a hash of source files. The other direction is held here: every
@@ -6,7 +6,7 @@ method is trained on a tiny graph with its Cora settings as they were recorded (
 stopping able to fire), and the per-epoch losses, stopping epochs and accuracies must be those
 recorded in ``tests/golden_outputs.json`` for the versions it has now. A change that moves them without a new
 version fails; after bumping the version of what changed (the method's ``version`` in
-pipeline/methods.py, or an entry of ``spec.COMPONENTS``), record the new outputs with
+pipeline/models/registry.py, or an entry of ``spec.COMPONENTS``), record the new outputs with
 ``python tests/test_spec.py``.
 """
 from __future__ import annotations
@@ -20,9 +20,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: conftest and test_batched
 from conftest import SHIPPED_PARAMS  # noqa: E402
-from pipeline import config, preprocess, spec, train  # noqa: E402
-from pipeline.methods import REGISTRY  # noqa: E402
-from test_batched import synthetic_graph  # noqa: E402
+from pipeline import config, preprocess, train  # noqa: E402
+from pipeline.engine import spec  # noqa: E402
+from pipeline.models import REGISTRY  # noqa: E402
+from test_adacad_batched import synthetic_graph  # noqa: E402
 
 GOLDEN = Path(__file__).with_name("golden_outputs.json")
 SEEDS = [0, 1]
@@ -117,7 +118,7 @@ def test_numbers_move_only_with_a_new_version(case):
             if ours[key][field] != (value if "epoch" in field else pytest.approx(value, rel=0, abs=TOLERANCE))]
         assert not moved, (
             f"{case}: {key} {moved or ''} moved while its versions {versions(case)} did not; bump the version of the code "
-            f"that changed (its method's `version` in pipeline/methods.py or spec.COMPONENTS), then "
+            f"that changed (its method's `version` in pipeline/models/registry.py or spec.COMPONENTS), then "
             f"`python tests/test_spec.py`")
 
 

@@ -1,4 +1,4 @@
-"""pipeline/splits.py: the label-rate study's subsets of the public split and Table 4's random
+"""pipeline/engine/splits.py: the label-rate study's subsets of the public split and Table 4's random
 Planetoid splits, on graphs small enough to check by hand."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pipeline.config import ConfigError, DataError
-from pipeline.splits import RANDOM_PLANETOID_TEST, RANDOM_PLANETOID_VAL, split_masks
+from pipeline.engine.splits import RANDOM_PLANETOID_TEST, RANDOM_PLANETOID_VAL, split_masks
 
 
 def public_graph() -> dict:

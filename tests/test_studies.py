@@ -1,4 +1,4 @@
-"""pipeline/studies.py: the studies' tables and their claims, checked on per-seed tables small
+"""pipeline/report/studies.py: the studies' tables and their claims, checked on per-seed tables small
 enough to check by hand (means in percent; every cell has 20 seeds unless a test says less)."""
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 
 from conftest import NO_VARIANTS, update_params, write_params
-from pipeline import config, stats, studies
+from pipeline import config, stats
+from pipeline.report import studies
 from pipeline.config import Cell
-from pipeline.methods import REGISTRY
+from pipeline.models import REGISTRY
 
 SEEDS = 20
 # the cells here differ by a constant per seed, which scipy's paired test warns of (p is still 0)

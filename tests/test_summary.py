@@ -1,10 +1,10 @@
-"""pipeline/summary.py: a cell's summary (mean, std, bootstrap CI, the paper's number beside it)."""
+"""pipeline/report/summary.py: a cell's summary (mean, std, bootstrap CI, the paper's number beside it)."""
 from __future__ import annotations
 
 import pandas as pd
 import yaml
 
-from pipeline import summary
+from pipeline.report import summary
 from pipeline.stats import PAPER_FILE
 
 

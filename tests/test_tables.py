@@ -1,4 +1,4 @@
-"""pipeline/tables.py: the tables train writes from the seeds, computed by hand; and a committed
+"""pipeline/report/tables.py: the tables train writes from the seeds, computed by hand; and a committed
 per-seed table and its summary are verified before any stage reports from them, each corruption
 one line naming the file, with nothing written."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from conftest import FAKE_ACCS, FAKE_NODES, fake_record
-from pipeline import config, plot, stats, tables
+from pipeline import config, plot, stats
+from pipeline.report import tables
 
 
 def _table(root):

@@ -18,14 +18,15 @@ import pytest
 import torch
 
 from conftest import PROJECT_ROOT, SHIPPED_PARAMS, fake_record, read_params, train_cell, update_params, write_params
-from pipeline import config, preprocess, spec, train
-from pipeline.batched import BatchedCADNet
-from pipeline.seeds import SeedStreams, dropout
+from pipeline import config, preprocess, train
+from pipeline.engine import loop, spec
+from pipeline.models.adacad_batched import BatchedCADNet
+from pipeline.models.seeds import SeedStreams, dropout
 from pipeline.files import save_torch
 from pipeline.paths import FEATURES_AS_READ
-from pipeline.methods import REGISTRY
-from pipeline.model import CADNet, CADNetConfig
-from test_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
+from pipeline.models import REGISTRY
+from pipeline.models.adacad import CADNet, CADNetConfig
+from test_adacad_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
 
 
 # ------------------------------------------------------------------------ early stopping
@@ -34,30 +35,30 @@ from test_batched import CLASSES, FEATURES, N, hparams, synthetic_graph
 def test_early_stopping_window_excludes_the_current_epoch():
     # previous two epochs (1.0, 2.0) average 1.5 < 1.6: stop. With the current epoch in the
     # window the mean would be (2.0 + 1.6) / 2 = 1.8 > 1.6: no stop.
-    assert train.should_stop_early([1.0, 2.0, 1.6], epoch=6, epochs=10, window=2)
-    assert not train.should_stop_early([1.0, 2.0, 1.4], epoch=6, epochs=10, window=2)
+    assert loop.should_stop_early([1.0, 2.0, 1.6], epoch=6, epochs=10, window=2)
+    assert not loop.should_stop_early([1.0, 2.0, 1.4], epoch=6, epochs=10, window=2)
 
 
 def test_early_stopping_only_after_half_the_epochs_and_never_without_window():
     rising = [1.0, 2.0, 3.0]
-    assert not train.should_stop_early(rising, epoch=5, epochs=10, window=2)  # epoch <= epochs // 2
-    assert train.should_stop_early(rising, epoch=6, epochs=10, window=2)
-    assert not train.should_stop_early(rising, epoch=6, epochs=10, window=0)
+    assert not loop.should_stop_early(rising, epoch=5, epochs=10, window=2)  # epoch <= epochs // 2
+    assert loop.should_stop_early(rising, epoch=6, epochs=10, window=2)
+    assert not loop.should_stop_early(rising, epoch=6, epochs=10, window=0)
 
 
 def test_a_validation_loss_equal_to_the_windows_mean_does_not_stop():
     # the rule is "greater than", not "at least": previous (1.0, 2.0) average exactly 1.5
-    assert not train.should_stop_early([1.0, 2.0, 1.5], epoch=6, epochs=10, window=2)
-    assert train.should_stop_early([1.0, 2.0, 1.5 + 2 ** -20], epoch=6, epochs=10, window=2)
+    assert not loop.should_stop_early([1.0, 2.0, 1.5], epoch=6, epochs=10, window=2)
+    assert loop.should_stop_early([1.0, 2.0, 1.5 + 2 ** -20], epoch=6, epochs=10, window=2)
 
 
 def test_loop_stops_each_seed_at_the_first_epoch_the_rule_fires():
     graph = synthetic_graph(1)
     hp = hparams(epochs=40, early_stop_window=3, split="per_class", lr=0.1)
-    for record in train.train_chunk(graph, hp, [0, 1, 2, 3]):
+    for record in loop.train_chunk(graph, hp, [0, 1, 2, 3]):
         losses = record["history"]["val_loss"]
         fired = [e for e in range(1, hp["epochs"] + 1)
-                 if e <= len(losses) and train.should_stop_early(losses[:e], e, hp["epochs"], 3)]
+                 if e <= len(losses) and loop.should_stop_early(losses[:e], e, hp["epochs"], 3)]
         assert record["epochs_run"] == (fired[0] if fired else hp["epochs"])
         # the selected epoch is the one of lowest validation loss among the epochs run
         assert record["selected_epoch"] == 1 + min(range(len(losses)), key=losses.__getitem__)
@@ -74,7 +75,7 @@ def test_the_reported_accuracies_are_those_of_the_epoch_of_lowest_validation_los
     graph = synthetic_graph(2)
     changes = dict(epochs=60, lr=0.3, lr_drop_every=0, weight_decay=0.0, split="per_class", hidden=16)
     hp = {**SETTINGS, **REGISTRY[method].fixed, **changes} if REGISTRY[method].table_keys else hparams(method, **changes)
-    records = train.train_chunk(graph, hp, [0, 1, 2, 3], method=method, batched=batched)
+    records = loop.train_chunk(graph, hp, [0, 1, 2, 3], method=method, batched=batched)
     telling = 0
     for r in records:
         history, epoch = r["history"], r["selected_epoch"]
@@ -90,13 +91,13 @@ def test_each_seed_trains_and_is_scored_on_its_own_split():
     """With a split per seed (Amazon/Coauthor), seed s of a chunk sees split_masks(..., s): its
     first-epoch training loss is that of its initial network on its own training nodes (lr so
     small that the one step before the eval pass changes nothing measurable)."""
-    from pipeline.seeds import masked_nll
+    from pipeline.models.seeds import masked_nll
 
     graph = synthetic_graph(3)
     hp = hparams(split="per_class", lr=1e-9, lr_drop_every=0, weight_decay=0.0, epochs=1, p_drop=0.0)
-    records = train.train_chunk(graph, hp, [0, 1, 2])
+    records = loop.train_chunk(graph, hp, [0, 1, 2])
     for seed, record in zip([0, 1, 2], records):
-        net = train.build_net(graph, hp, "cadnet", [seed], batched=True).eval()
+        net = loop.build_net(graph, hp, "cadnet", [seed], batched=True).eval()
         with torch.no_grad():
             log_probs = net().log_probs
         losses = {s: float(masked_nll(log_probs, graph["y"], train.split_masks(graph, hp, s)[0].view(-1, 1))[0])
@@ -117,7 +118,7 @@ def test_every_baseline_trains_with_its_weight_decay(name):
     from test_baselines import SETTINGS
 
     graph, entry = synthetic_graph(4), REGISTRY[name]
-    runs = {wd: train.train_chunk(graph, {**SETTINGS, **entry.fixed, "weight_decay": wd, "epochs": 2, "p_drop": 0.0},
+    runs = {wd: loop.train_chunk(graph, {**SETTINGS, **entry.fixed, "weight_decay": wd, "epochs": 2, "p_drop": 0.0},
                                   [0], method=name, batched=entry.batched)[0]
             for wd in (0.0, 0.5)}
     assert runs[0.0]["history"]["train_loss"][1] != pytest.approx(runs[0.5]["history"]["train_loss"][1], rel=1e-6)
@@ -130,7 +131,7 @@ def test_adam_with_amsgrad_by_hand():
     """Two steps on one parameter with gradients 1 then 0.01: the second-moment estimate falls,
     so amsgrad keeps the first step's (larger) one in the denominator."""
     param = torch.nn.Parameter(torch.zeros(1))
-    optimizer, scheduler = train.make_optimizer([param], dict(lr=0.1, weight_decay=0.0, lr_drop_every=0))
+    optimizer, scheduler = loop.make_optimizer([param], dict(lr=0.1, weight_decay=0.0, lr_drop_every=0))
     assert scheduler is None
     for grad in (1.0, 0.01):
         optimizer.zero_grad()
@@ -149,8 +150,8 @@ def test_adam_with_amsgrad_by_hand():
 
 def test_weight_decay_on_every_parameter_and_step_lr_drop():
     graph = synthetic_graph()
-    net = train.build_net(graph, hparams(), "cadnet", [0, 1], batched=True)
-    optimizer, scheduler = train.make_optimizer(net.parameters(), hparams(lr_drop_every=2, lr_drop_factor=0.5))
+    net = loop.build_net(graph, hparams(), "cadnet", [0, 1], batched=True)
+    optimizer, scheduler = loop.make_optimizer(net.parameters(), hparams(lr_drop_every=2, lr_drop_factor=0.5))
     grouped = [p for group in optimizer.param_groups for p in group["params"]]
     assert len(grouped) == len(list(net.parameters()))
     assert all(g["weight_decay"] == 5e-4 and g["amsgrad"] for g in optimizer.param_groups)
@@ -167,7 +168,7 @@ def test_sgd_lr_falls_as_the_mixhop_authors_loop_lowers_it():
     lr0`. Epoch e here is their step e - 1; plain SGD (no momentum), weight decay as given."""
     param = torch.nn.Parameter(torch.zeros(1))
     hp = dict(optimizer="sgd", lr=0.5, weight_decay=0.0, lr_decrement_every=3, lr_decrement=0.1, lr_drop_every=0)
-    optimizer, scheduler = train.make_optimizer([param], hp)
+    optimizer, scheduler = loop.make_optimizer([param], hp)
     assert isinstance(optimizer, torch.optim.SGD) and optimizer.param_groups[0]["momentum"] == 0
     theirs, lr = [], 0.5
     for i in range(11):
@@ -192,23 +193,23 @@ def test_the_method_loss_term_reaches_the_optimiser():
     same seed with lambda_ent 0 and 5 trains differently, and lambda 5 ends with sharper
     predictions (lower training NLL cannot be told apart, so compare the histories)."""
     graph = synthetic_graph()
-    runs = {lam: train.train_seed(graph, hparams(lambda_ent=lam, lr=0.1), 0) for lam in (0.0, 0.0, 5.0)}
-    again = train.train_seed(graph, hparams(lambda_ent=0.0, lr=0.1), 0)
+    runs = {lam: loop.train_seed(graph, hparams(lambda_ent=lam, lr=0.1), 0) for lam in (0.0, 0.0, 5.0)}
+    again = loop.train_seed(graph, hparams(lambda_ent=0.0, lr=0.1), 0)
     assert runs[0.0]["history"] == again["history"]  # deterministic ...
     assert runs[5.0]["history"]["train_loss"] != runs[0.0]["history"]["train_loss"]  # ... and the term acts
 
 
 def test_batched_regularizer_is_lambda_times_mean_entropy_per_seed():
     graph = synthetic_graph()
-    net = train.build_net(graph, hparams(lambda_ent=0.7), "cadnet", [0, 1, 2], batched=True).eval()
+    net = loop.build_net(graph, hparams(lambda_ent=0.7), "cadnet", [0, 1, 2], batched=True).eval()
     out = net()
     assert out.regularizer.shape == (3,)
     assert torch.all(out.regularizer > 0)
     for s, seed in enumerate((0, 1, 2)):
-        single = train.build_net(graph, hparams(lambda_ent=0.7), "cadnet", [seed], batched=False).eval()()
+        single = loop.build_net(graph, hparams(lambda_ent=0.7), "cadnet", [seed], batched=False).eval()()
         torch.testing.assert_close(out.regularizer[s], single.regularizer[0])
     # without the term (cadnet_noent fixes lambda_ent = 0) the network returns zeros
-    noent = train.build_net(graph, hparams("cadnet_noent"), "cadnet_noent", [0, 1], batched=True).eval()
+    noent = loop.build_net(graph, hparams("cadnet_noent"), "cadnet_noent", [0, 1], batched=True).eval()
     assert torch.equal(noent().regularizer, torch.zeros(2))
 
 
@@ -381,7 +382,7 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
     single) even where params.yaml asks for the batched engine, with the same records."""
     import dataclasses
 
-    from pipeline.methods import REGISTRY
+    from pipeline.models import REGISTRY
 
     monkeypatch.setitem(REGISTRY, "cadnet", dataclasses.replace(REGISTRY["cadnet"], batched=False))
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, engine="batched", n_jobs=1,
@@ -394,7 +395,7 @@ def test_method_without_batched_form_runs_seed_by_seed_through_the_same_loop(wor
     from pipeline import config
 
     hp = config.hparams_for(config.load_params(), "cora", "cadnet")
-    reference = train.train_seed(synthetic_graph(), hp, 2)  # the one-seed reference, seed 2's own dropout
+    reference = loop.train_seed(synthetic_graph(), hp, 2)  # the one-seed reference, seed 2's own dropout
     assert records[2]["history"] == reference["history"] and records[2]["test_acc"] == reference["test_acc"]
 
 
@@ -403,7 +404,7 @@ def test_the_printed_estimate_counts_the_seeds_trained_side_by_side(workdir, mon
     """The single engine on CPU trains n_jobs seeds at once; the stage's estimate divides by that, as check's plan does."""
     import dataclasses
 
-    from pipeline.methods import REGISTRY
+    from pipeline.models import REGISTRY
 
     monkeypatch.setitem(REGISTRY, "cadnet", dataclasses.replace(REGISTRY["cadnet"], batched=batched))
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=3, epochs=3, n_jobs=n_jobs, device="cpu",
@@ -454,7 +455,7 @@ def test_graph_unet_seeds_on_cpu_train_in_fresh_processes_with_the_reference_res
     hp = config.hparams_for(config.load_params(), "cora", "graph_unet")
     for seed in range(2):
         record = torch.load(workdir / f"data/runs/cora/graph_unet/baselines/seed_{seed:03d}.pt", weights_only=False)
-        reference = train.train_seed(synthetic_graph(), hp, seed, "cpu", "graph_unet")
+        reference = loop.train_seed(synthetic_graph(), hp, seed, "cpu", "graph_unet")
         assert record["history"] == reference["history"] and record["test_acc"] == reference["test_acc"]
 
 
@@ -571,8 +572,8 @@ def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(wor
 
     train_cell(["cora", "gcn"])
     record = torch.load(workdir / "data/runs/cora/gcn/baselines/seed_000.pt", weights_only=False)
-    as_read = train.train_chunk(graph, gcn, [0], "cpu", "gcn")[0]
-    as_written = train.train_chunk(normalised, gcn, [0], "cpu", "gcn")[0]
+    as_read = loop.train_chunk(graph, gcn, [0], "cpu", "gcn")[0]
+    as_written = loop.train_chunk(normalised, gcn, [0], "cpu", "gcn")[0]
     assert record["history"]["train_loss"] == pytest.approx(as_read["history"]["train_loss"], rel=1e-6)
     assert record["history"]["train_loss"] != pytest.approx(as_written["history"]["train_loss"], rel=1e-3)
     # the rule it normalises by is part of what the seed must match
@@ -774,7 +775,7 @@ def test_a_family_trains_the_cells_whose_spec_moved_and_keeps_the_others(workdir
     record = torch.load(workdir / "data/runs/cora/cadnet/beta-beta=0.5/seed_000.pt", weights_only=False)
     hp = config.cell_hparams(config.load_params(), config.Cell("beta", "cora", "cadnet", (("beta", 0.5),)))
     assert hp["beta"] == 0.5
-    assert record["test_acc"] == train.train_chunk(synthetic_graph(), hp, [0], "cpu", "cadnet")[0]["test_acc"]
+    assert record["test_acc"] == loop.train_chunk(synthetic_graph(), hp, [0], "cpu", "cadnet")[0]["test_acc"]
     before = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.csv")}
 
     params["studies"]["beta"]["grid"]["beta"] = [0.5, 0.9]

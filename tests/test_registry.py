@@ -1,13 +1,12 @@
-"""The method registry (pipeline/methods.py): every entry is complete and consistent."""
+"""The method registry (pipeline/models/registry.py): every entry is complete and consistent."""
 from __future__ import annotations
 
-import importlib
 
 import pytest
 import yaml
 
 from pipeline import config
-from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS
+from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
 from pipeline.stats import PAPER_FILE
 
 PAPER = yaml.safe_load(PAPER_FILE.read_text())
@@ -17,8 +16,7 @@ PAPER = yaml.safe_load(PAPER_FILE.read_text())
 def test_entry_is_complete(name):
     entry = REGISTRY[name]
     assert entry.name == name and entry.label
-    module, function = entry.builder.split(":")
-    assert callable(getattr(importlib.import_module(module), function))
+    assert callable(entry.build)
     for key, value in entry.fixed.items():  # what it fixes is a valid value of a known key
         check, allowed = config.HPARAM_RULES[key]
         assert check(value), (name, key, value, allowed)
@@ -42,11 +40,11 @@ def test_a_cells_code_identity_is_its_entrys_version_not_where_its_builder_lives
     from dataclasses import replace
 
     from conftest import SHIPPED_PARAMS
-    from pipeline import spec
+    from pipeline.engine import spec
 
     cell = spec.config.Cell("main", "cora", "cadnet")
     before = spec.cell_spec(SHIPPED_PARAMS, cell)
-    moved = replace(REGISTRY["cadnet"], builder="pipeline.models.cadnet:build")
+    moved = replace(REGISTRY["cadnet"], build=lambda *args: REGISTRY["cadnet"].build(*args))
     monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": moved})
     assert spec.cell_spec(SHIPPED_PARAMS, cell) == before
     monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": replace(moved, version=2)})
@@ -63,7 +61,7 @@ def test_methods_differ_in_what_they_fix():
     """Two entries with the same builder and the same fixed settings would be one method twice."""
     seen = {}
     for name, entry in REGISTRY.items():
-        key = (entry.builder, tuple(sorted(entry.fixed.items())))
+        key = (entry.build, tuple(sorted(entry.fixed.items())))
         assert key not in seen, (name, seen.get(key))
         seen[key] = name
 
@@ -75,7 +73,7 @@ def test_mixhop_l2_is_mixhops_entry_with_the_lasso_held_at_zero():
     assert l2_only.hparams_of == "mixhop" and not mixhop.hparams_of
     assert l2_only.fixed == {**mixhop.fixed, "kernel_lasso": 0.0}
     assert l2_only.own_keys == tuple(k for k in mixhop.own_keys if k != "kernel_lasso")
-    same = ("builder", "paper", "batched", "chunk_independent", "table_keys")
+    same = ("build", "settings", "paper", "batched", "chunk_independent", "table_keys")
     assert [getattr(l2_only, f) for f in same] == [getattr(mixhop, f) for f in same]
     assert "mixhop_l2" not in BASELINES  # reported beside MixHop, not a twelfth method of Table 2
 
@@ -103,7 +101,7 @@ def path_graph(n: int = 16, features: int = 5, classes: int = 3) -> dict:
 def scores_at_node_0(graph: dict, method: str, hp: dict):
     import torch
 
-    from pipeline.train import build_net
+    from pipeline.engine.loop import build_net
 
     with torch.no_grad():
         return build_net(graph, hp, method, [0], batched=False).eval()().log_probs[0, 0]
@@ -117,7 +115,7 @@ def test_a_methods_range_is_how_far_it_sees(method, r):
     import torch
 
     from test_baselines import settings
-    from test_batched import hparams
+    from test_adacad_batched import hparams
 
     key = REGISTRY[method].range_key
     hp = hparams(method) if method == "cadnet" else settings(method, p_drop=0.0, edge_drop=0.0)
@@ -151,3 +149,48 @@ def test_the_range_of_table_2_is_table_2s_network(method):
                                rtol=0, atol=0)
     assert not torch.equal(scores_at_node_0(graph, method, {**hp, REGISTRY[method].range_key: 3}),
                            scores_at_node_0(graph, method, hp))
+
+
+def test_a_method_is_one_file_the_readmes_example(tmp_path):
+    """The README's `pipeline/models/mlp.py`, dropped into a copy of the package and touching no
+    other module, is a registered baseline: a column of Table 2, its settings checked against its
+    schema (one line naming the key), and trained seed-stacked by the loop."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    example = re.search(r"`pipeline/models/mlp\.py`:\n\n```python\n(.*?)```", readme, re.S).group(1)
+    shutil.copytree(PROJECT_ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pipeline" / "models" / "mlp.py").write_text(example)
+    script = f"""
+import copy, sys, yaml
+sys.path.insert(0, {str(PROJECT_ROOT / "tests")!r})
+from conftest import SHIPPED_PARAMS
+from test_adacad_batched import synthetic_graph
+from pipeline import config
+from pipeline.engine.loop import train_chunk
+from pipeline.models import BASELINES, REGISTRY
+assert config.METHODS[-1] == "mlp" and BASELINES[-1] == "mlp" and REGISTRY["mlp"].label == "MLP", config.METHODS
+params = copy.deepcopy(SHIPPED_PARAMS)
+params["method_hparams"]["mlp"] = dict(hidden=8, p_drop=0.5, lr=0.01, weight_decay=5e-4, epochs=3,
+                                       early_stop_window=0, layers=3)
+hp = config.hparams_for(params, "cora", "mlp")
+assert hp["layers"] == 3 and hp["baseline"] == "mlp", hp
+params["method_hparams"]["mlp"]["layers"] = 1
+try:
+    config.hparams_for(params, "cora", "mlp")
+except config.ConfigError as err:
+    print(err)
+records = train_chunk(synthetic_graph(), {{**hp, "split": "per_class", "train_per_class": 4, "val_per_class": 4}},
+                      [0, 1], "cpu", "mlp")
+print(len(records), records[0]["engine"], records[0]["epochs_run"])
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["method_hparams.mlp.layers: got 1; allowed values: an integer in [2, 8]",
+                                        "2 batched (chunk of 2) 3"]

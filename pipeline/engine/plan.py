@@ -26,7 +26,7 @@ from typing import NamedTuple, Sequence
 
 from joblib import effective_n_jobs
 
-from pipeline.methods import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
 from pipeline.progress import duration
 

@@ -16,7 +16,7 @@ retrains a cell only where its spec is not the one its tables were written from
 Code identity is a version, not a hash of source files: moving a function to another module,
 renaming a module or rewording a docstring leaves every version, and so every spec and every
 trained seed, as it was. A change that makes a piece of code compute other numbers must bump
-that piece's version: its method's ``version`` in the registry (:mod:`pipeline.methods`) for
+that piece's version: its method's ``version`` in the registry (:mod:`pipeline.models.registry`) for
 its network, or the shared component's in :data:`COMPONENTS`. ``tests/test_spec.py`` trains
 every method on a tiny graph and fails when its numbers move while its versions did not.
 """
@@ -27,15 +27,15 @@ from pathlib import Path
 
 from pipeline import config
 from pipeline.download import files_for
-from pipeline.methods import REGISTRY
+from pipeline.models import REGISTRY
 from pipeline.paths import SPECS_ROOT
 
 # The shared code behind every cell's numbers, each with the version of what it computes.
 COMPONENTS = {
     # pipeline.train's loop: Adam/SGD and the lr schedule, one step and one eval pass per
-    # epoch, early stopping, model selection, the per-seed loss and accuracy of pipeline.seeds
+    # epoch, early stopping, model selection, the per-seed loss and accuracy of pipeline.models.seeds
     "loop": 1,
-    "splits": 1,  # pipeline.splits: which nodes train, validate and test for each seed
+    "splits": 1,  # pipeline.engine.splits: which nodes train, validate and test for each seed
     "graph": 1,  # pipeline.preprocess: graph.pt (edges, self-loops, features) from the raw files
     # pipeline.preprocess.sparse_features: a cell's own feature normalisation (features_rule)
     "features": 1,

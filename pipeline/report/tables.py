@@ -54,7 +54,7 @@ def summarize(table: pd.DataFrame) -> dict:
 
 
 def per_seed_table(records: list[dict]) -> pd.DataFrame:
-    """One row per seed record of :func:`pipeline.train.train_chunk`."""
+    """One row per seed record of :func:`pipeline.engine.loop.train_chunk`."""
     rows = [{**{k: r[k] for k in PER_SEED_COLUMNS if k in r}, "gamma_mean": float(np.asarray(r["gamma"]).mean()),
              "device": r.get("device", DEVICE_BEFORE_RECORDED)} for r in records]
     return pd.DataFrame(rows, columns=PER_SEED_COLUMNS)

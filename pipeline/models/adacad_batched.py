@@ -1,5 +1,5 @@
 r"""Batched engine: S seeds of CAD-Net as one model (its training loop is
-:func:`pipeline.train.train_chunk`).
+:func:`pipeline.engine.loop.train_chunk`).
 
 Why: one seed of CAD-Net is a few small sparse products and scatters per epoch, so run one
 at a time much of the time goes to per-operation overhead. Here the S seeds' parameters are
@@ -7,7 +7,7 @@ stacked (``W1: F x S x H``, ``W2: S x H x C``), every operation runs once for al
 the first layer is one ``embedding_bag`` (:class:`StackedSparseFeatures`), and the per-edge
 work runs on one block-diagonal sparse matrix over all seeds (:class:`BlockDiagonalGraph`).
 
-What stays per seed, exactly as in the single-seed path (:func:`pipeline.train.train_seed`,
+What stays per seed, exactly as in the single-seed path (:func:`pipeline.engine.loop.train_seed`,
 the readable reference):
 - initial weights: seed s starts from the weights ``CADNet`` gets after
   ``torch.manual_seed(s)``;
@@ -19,7 +19,7 @@ the readable reference):
   best-validation-loss model selection and early stopping: a stopped seed is frozen (its
   parameters restored after each optimiser step) while the others go on.
 
-Each seed draws its dropout masks from its own random stream (:class:`pipeline.seeds.SeedStreams`),
+Each seed draws its dropout masks from its own random stream (:class:`pipeline.models.seeds.SeedStreams`),
 so a seed's result does not depend on which seeds share its chunk, nor on the chunk size: a run
 of 10 seeds repeats seeds 0-9 of a run of 100, and a resumed run repeats an uninterrupted one.
 """
@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline.model import AdaCAD, CADNet, adaptive_weight, transition_from_similarity
-from pipeline.seeds import NetOutput, SeedStreams, StackedSeeds, dropout
+from pipeline.models.adacad import AdaCAD, CADNet, adaptive_weight, transition_from_similarity
+from pipeline.models.seeds import NetOutput, SeedStreams, StackedSeeds, dropout
 
 BYTES_PER_FLOAT = 4
 # CSR products are what this module is built on; torch's "beta" notice would repeat every run.
@@ -146,7 +146,7 @@ class BlockDiagonalGraph:
 
     Node i of seed s is row ``i * S + s`` (``[N, S, C]`` tensors viewed as ``[NS, C]``); edge
     e of seed s sits at (row ``target_e * S + s``, column ``source_e * S + s``), where messages
-    flow source -> target as in :class:`pipeline.model.ClassAttentiveDiffusion` (``push``:
+    flow source -> target as in :class:`pipeline.models.adacad.ClassAttentiveDiffusion` (``push``:
     row -> col, the authors' code; ``pull``: col -> row, the paper's Eq. 6). Per-edge values
     (similarities, transitions) are kept in this matrix's CSR order.
 
@@ -187,7 +187,7 @@ class BlockDiagonalGraph:
         """``[E, S]`` values in edge order -> the flat CSR order used here."""
         return per_edge.reshape(-1)[self.forward_layout.order]
 
-    # -- the graph interface of pipeline.model.AdaCAD (as pipeline.model.EdgeListGraph)
+    # -- the graph interface of pipeline.models.adacad.AdaCAD (as pipeline.models.adacad.EdgeListGraph)
 
     def edge_products(self, a: Tensor, b: Tensor) -> Tensor:
         r""":math:`\mathbf{a}_i^\top \mathbf{b}_j` for every edge i -> j and seed (CSR order), as
@@ -276,10 +276,10 @@ class _BlockDiagonalSteps(torch.autograd.Function):
 
 
 class BatchedCADNet(StackedSeeds):
-    """S copies of :class:`pipeline.model.CADNet` with stacked parameters.
+    """S copies of :class:`pipeline.models.adacad.CADNet` with stacked parameters.
 
     Built from S single-seed models, so each seed starts from the single-seed path's weights;
-    the aggregation is the same :class:`pipeline.model.AdaCAD` operator, run on a
+    the aggregation is the same :class:`pipeline.models.adacad.AdaCAD` operator, run on a
     :class:`BlockDiagonalGraph` with the seeds' learned parameters stacked. The forward pass
     returns :class:`NetOutput` with shapes ``[N, S, C]``, ``[S]``, ``[N, S]``.
     """
@@ -327,7 +327,7 @@ class BatchedCADNet(StackedSeeds):
         return torch.sparse.mm(self.x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
 
     def forward(self) -> NetOutput:
-        """The single-seed forward pass (:class:`pipeline.model.CADNet`) for every seed."""
+        """The single-seed forward pass (:class:`pipeline.models.adacad.CADNet`) for every seed."""
         hidden = F.leaky_relu(self._first_layer() + self.b1, self.cfg.leak_slope)
         hidden = self._dropout(hidden, "hidden")
         logits = torch.einsum("nsh,shc->nsc", hidden, self.w2) + self.b2

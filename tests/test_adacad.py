@@ -1,4 +1,4 @@
-"""The maths of pipeline/model.py on graphs small enough to check by hand."""
+"""The maths of pipeline/models/adacad.py on graphs small enough to check by hand."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline.model import (
+from pipeline.models.adacad import (
     AdaCAD,
     AdaCADConfig,
     CADNet,

@@ -8,7 +8,7 @@ equation, as docs/SPEC.md says too).
 
 Every function here accepts node tensors of shape ``[N, C]`` (one model) or ``[N, S, C]``
 (``S`` models side by side), node axis first and class axis last. The batched engine
-(:mod:`pipeline.batched`) reuses the softmax of Eq. (4), the weights of Eqs. (8)-(9), Eq. (7)
+(:mod:`pipeline.models.adacad_batched`) reuses the softmax of Eq. (4), the weights of Eqs. (8)-(9), Eq. (7)
 and the entropy; it computes the per-edge products and the diffusion as sparse-matrix
 products of its own, which the tests check against the functions here.
 """
@@ -28,7 +28,8 @@ from torch_geometric.nn.inits import glorot
 from torch_geometric.transforms import GDC
 from torch_geometric.utils import degree, remove_self_loops, scatter, softmax
 
-from pipeline.seeds import NetOutput
+from pipeline.models.registry import integer, number, register, setting
+from pipeline.models.seeds import NetOutput
 
 ENTROPY_EPS = 1e-15  # as in the authors' code: keeps log() finite for p = 0
 
@@ -146,7 +147,7 @@ def sparse_dropout(x: Tensor, p: float, training: bool) -> Tensor:
 @dataclass(frozen=True)
 class AdaCADConfig:
     """The parts of the aggregation (params.yaml keys of the same names; each method's
-    registry entry in :mod:`pipeline.methods` fixes ``transition``, ``propagation``,
+    registration below fixes ``transition``, ``propagation``,
     ``weighting``)."""
 
     K: int
@@ -173,7 +174,7 @@ class AdaCADConfig:
 class EdgeListGraph:
     """The reference graph for :class:`AdaCAD`: per-edge values by gathering the edge list and
     PyG's softmax, scatter and message passing. Node tensors ``[N, S, ...]``, edge values
-    ``[E, S]``; the batched engine's :class:`pipeline.batched.BlockDiagonalGraph` offers the
+    ``[E, S]``; the batched engine's :class:`pipeline.models.adacad_batched.BlockDiagonalGraph` offers the
     same methods on a block-diagonal matrix, and the tests hold the two equal.
 
     Edge e goes from ``i = edge_index[0, e]`` to ``j = edge_index[1, e]``; transitions are
@@ -317,7 +318,7 @@ class AdaCAD(torch.nn.Module):
     with the entropy :math:`H(\mathbf{p}_i)` of every node (the regulariser of section 3.4).
 
     The per-edge work runs on a ``graph`` object: :class:`EdgeListGraph` (the reference) or
-    :class:`pipeline.batched.BlockDiagonalGraph` (many seeds as one sparse matrix). Learned
+    :class:`pipeline.models.adacad_batched.BlockDiagonalGraph` (many seeds as one sparse matrix). Learned
     parameters (``gat``, ``tf``) carry the seed axis first: ``[S, ...]``.
     """
 
@@ -405,7 +406,7 @@ class CADNet(torch.nn.Module):
     the aggregation (:class:`AdaCAD`) on its logits, :math:`g_\phi = \mathrm{softmax}`, and the
     loss term it adds to the NLL, :math:`\lambda_{\mathrm{ent}} \cdot \frac{1}{N}\sum_i H(\mathbf{p}_i)`.
 
-    The readable reference; :class:`pipeline.batched.BatchedCADNet` trains many seeds at once
+    The readable reference; :class:`pipeline.models.adacad_batched.BatchedCADNet` trains many seeds at once
     from the weights of many of these. Outputs carry a seed axis of size 1.
     """
 
@@ -457,6 +458,37 @@ class BoundNet(torch.nn.Module):
         return self.model(*self.inputs)
 
 
+# ---------------------------------------------------------------------------- the registry
+
+# The three parts of AdaCAD's operator (:class:`AdaCAD`) as CAD-Net has them.
+ADACAD = {"transition": "cad", "propagation": "steps", "weighting": "adaptive"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPRSettings:
+    """Table 3's PPR: GDC's personalised-PageRank closed form, top-k sparsified."""
+
+    ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
+    diffusion_topk: int = setting(integer(1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeatSettings:
+    """Table 3's HK: GDC's heat-kernel closed form, top-k sparsified."""
+
+    heat_t: float = setting(number(0, math.inf, low_open=True))
+    diffusion_topk: int = setting(integer(1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GATTransitionSettings:
+    """Table 3's GAT+RW: GAT's attention as the transition."""
+
+    attention_slope: float = setting(number(0, math.inf))
+
+
+# CAD-Net as the authors' code runs it (diffusion (T^T)^K Z): reproduces Table 2
+@register("cadnet", fixed=ADACAD, label="CAD-Net (AdaCAD)", range_key="K")
 def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torch.nn.Module:
     """Registry builder of CAD-Net and its Table 3 variants: seed s starts from the weights a
     :class:`CADNet` gets after ``torch.manual_seed(s)``; the batched network stacks them."""
@@ -469,7 +501,7 @@ def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torc
         torch.manual_seed(seed)
         models.append(CADNet(cfg, fixed))
     if batched:
-        from pipeline.batched import BatchedCADNet  # the fast engine; the reference needs none of it
+        from pipeline.models.adacad_batched import BatchedCADNet  # the fast engine; the reference needs none of it
 
         return BatchedCADNet(models, graph["x"], graph["edge_index"], seeds)
     if len(models) != 1:
@@ -485,3 +517,28 @@ def _cached(graph: dict, key, compute):
     if key not in cache:
         cache[key] = compute()
     return cache[key]
+
+
+# The paper's Eq. (6) direction, T^K Z, reported beside CAD-Net
+register("cadnet_pull", fixed={**ADACAD, "direction": "pull"}, label="CAD-Net, Eq. 6 direction")(build_cadnet)
+# Table 3: only the aggregation changes inside the same network and hyperparameters
+register("rw", fixed={"transition": "rw", "propagation": "steps", "weighting": "none"}, paper=("table3", "rw"),
+         label="RW")(build_cadnet)
+# RW diffusing as the paper's Eq. (6) does, Z <- T Z (the rows above diffuse as CAD-Net's code
+# does, Z <- T^T Z); the paper's Table 3 does not say which its RW used
+register("rw_pull", fixed={"transition": "rw", "propagation": "steps", "weighting": "none", "direction": "pull"},
+         paper=("table3", "rw"), label="RW, Eq. 6 direction")(build_cadnet)
+register("symna", fixed={"transition": "symna", "propagation": "steps", "weighting": "none"},
+         paper=("table3", "symna"), label="symNA")(build_cadnet)
+register("ppr", fixed={"transition": "symna", "propagation": "ppr", "weighting": "none"}, settings=PPRSettings,
+         paper=("table3", "ppr"), label="PPR")(build_cadnet)
+register("hk", fixed={"transition": "symna", "propagation": "heat", "weighting": "none"}, settings=HeatSettings,
+         paper=("table3", "hk"), label="HK")(build_cadnet)
+register("gat_rw", fixed={"transition": "gat", "propagation": "steps", "weighting": "none"},
+         settings=GATTransitionSettings, paper=("table3", "gat_rw"), label="GAT+RW")(build_cadnet)
+register("tf_rw", fixed={"transition": "tf", "propagation": "steps", "weighting": "none"}, paper=("table3", "tf_rw"),
+         label="TF+RW")(build_cadnet)
+register("cad", fixed={**ADACAD, "beta": 1.0}, paper=("table3", "cad"), label="CAD")(build_cadnet)
+# appendix B.3: CAD-Net trained without the entropy regulariser
+register("cadnet_noent", fixed={**ADACAD, "lambda_ent": 0.0}, paper=("tableB3", "cadnet_noent"),
+         label="CAD-Net w/o entropy")(build_cadnet)

@@ -1,6 +1,6 @@
 """A cell's summary and how the reports print it: mean, std and bootstrap CI of its per-seed
 test accuracies, the paper's number beside it, the paired test by seed, and a checked claim's
-row. The stats stage (:mod:`pipeline.stats`) and the studies' sections (:mod:`pipeline.studies`)
+row. The stats stage (:mod:`pipeline.stats`) and the studies' sections (:mod:`pipeline.report.studies`)
 share them."""
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from pipeline import config
-from pipeline.methods import BASELINES, REGISTRY, TABLE3_ROWS
-from pipeline.summary import Claim, fmt_acc, fmt_paper, metric_key, paired_test, runs_label
+from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
+from pipeline.report.summary import Claim, fmt_acc, fmt_paper, metric_key, paired_test, runs_label
 
 Point = tuple  # a study's grid values: ((key, value), ...)
 MIN_SEEDS = 20

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures, estimate_peak_bytes
-from pipeline.seeds import SeedStreams
-from pipeline.methods import REGISTRY
-from pipeline.model import CADNet, CADNetConfig, EdgeListGraph
-from pipeline.train import build_net, train_chunk, train_seed
+from pipeline.models.adacad_batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures, estimate_peak_bytes
+from pipeline.models.seeds import SeedStreams
+from pipeline.models import REGISTRY
+from pipeline.models.adacad import CADNet, CADNetConfig, EdgeListGraph
+from pipeline.engine.loop import build_net, train_chunk, train_seed
 
 OWN_KEYS = dict(ppr_alpha=0.1, heat_t=3.0, diffusion_topk=16, attention_slope=0.2)
 # CAD-Net's network; the baselines' (and their variants, e.g. mixhop_l2): see test_baselines
@@ -188,8 +188,8 @@ def test_block_diagonal_graph_equals_edge_list_graph(direction):
 @pytest.mark.parametrize("direction", ["push", "pull"])
 def test_block_diagonal_graph_and_its_gradients_equal_message_passing(direction):
     """The hand-written sparse products (similarity, diffusion, and their backward) against
-    the single-seed functions of pipeline/model.py, in float64."""
-    from pipeline.model import (ClassAttentiveDiffusion, adaptive_weight, class_attentive_transition,
+    the single-seed functions of pipeline/models/adacad.py, in float64."""
+    from pipeline.models.adacad import (ClassAttentiveDiffusion, adaptive_weight, class_attentive_transition,
                                 transition_from_similarity)
 
     graph = synthetic_graph(2)
