@@ -331,6 +331,20 @@ def test_a_copied_seed_file_is_not_counted_as_another_seed(workdir):
     assert torch.load(run_dir / "seed_002.pt", weights_only=False)["seed"] == 2
 
 
+def test_a_cell_copies_the_seeds_of_a_twin_cell_and_trains_the_rest(tmp_path):
+    """A study point that is another study's cell (β at the dataset's own value) trains under the
+    same identity: it copies that cell's seeds, leaves them where they are, and trains only the
+    seeds neither has; a cell of another identity lends nothing."""
+    family, stash = tmp_path / "runs/cora/cadnet", tmp_path / "stash"
+    for seed in range(3):
+        save_torch({"seed": seed, "fingerprint": "fp"}, family / "main" / f"seed_{seed:03d}.pt")
+    save_torch({"seed": 3, "fingerprint": "other"}, family / "beta-beta=0.5" / "seed_000.pt")
+    assert train.sync_seeds("cora", "cadnet", 4, "fp", family / "beta-beta=0.9", stash) == [3]
+    assert sorted(p.name for p in (family / "beta-beta=0.9").iterdir()) == [f"seed_00{s}.pt" for s in range(3)]
+    assert len(list((family / "main").iterdir())) == 3 and not stash.exists()
+    assert train.sync_seeds("cora", "cadnet", 2, "fp2", family / "beta-beta=0.1", stash) == [0, 1]
+
+
 def test_seeds_from_1000_on_are_recognised(tmp_path):
     run_dir, stash = tmp_path / "runs", tmp_path / "stash"
     for seed in (999, 1000, 1001):
