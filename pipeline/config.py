@@ -7,6 +7,7 @@ the values it may take (:class:`ConfigError`).
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import itertools
 import json
@@ -19,14 +20,12 @@ from typing import Any, NamedTuple
 import yaml
 
 from pipeline.errors import ConfigError, DataError, PipelineError  # noqa: F401  (every stage reaches them here)
-from pipeline.models import BASELINES, REGISTRY
 from pipeline.models.registry import rules_of
 from pipeline.paths import PARAMS_FILE
 
 DATASETS = ("citeseer", "cora", "pubmed", "computers", "photo", "cs", "physics")
 DATASET_NAMES = {"citeseer": "CiteSeer", "cora": "Cora", "pubmed": "PubMed", "computers": "Amazon Computers",
                  "photo": "Amazon Photo", "cs": "Coauthor CS", "physics": "Coauthor Physics"}  # as the paper writes them
-METHODS = tuple(REGISTRY)
 DROPOUT_SITES = ("input", "hidden", "logits")
 DIRECTIONS = ("push", "pull")
 SPLITS = ("public", "per_class", "public_subset", "random_planetoid")  # pipeline.engine.splits
@@ -93,7 +92,7 @@ def _settings_rules() -> dict[str, tuple[Any, str]]:
     first method's where several have the key (each cell's value is checked by its own method's:
     :func:`rule_for`); a key without a rule of its own is one of CAD-Net's table (lr, hidden)."""
     rules: dict[str, tuple[Any, str]] = {}
-    for entry in REGISTRY.values():
+    for entry in registry().values():
         for key, rule in (rules_of(entry.settings) if entry.settings else {}).items():
             assert rule is not None or key in TABLE_RULES, f"{entry.name}'s settings: {key} has no rule"
             if rule is not None:
@@ -101,23 +100,55 @@ def _settings_rules() -> dict[str, tuple[Any, str]]:
     return rules
 
 
-# The parts of the aggregation (pipeline.models.adacad.AdaCAD), fixed by each method's registry
-# entry; the network a baseline's entry fixes; and the methods' own hyperparameters (params.yaml
-# `method_hparams`), each as its method's settings schema defines it.
-METHOD_RULES: dict[str, tuple[Any, str]] = {
-    "transition": (lambda v: v in TRANSITIONS, f"one of {list(TRANSITIONS)}"),
-    "propagation": (lambda v: v in PROPAGATIONS, f"one of {list(PROPAGATIONS)}"),
-    "weighting": (lambda v: v in WEIGHTINGS, f"one of {list(WEIGHTINGS)}"),
-    "baseline": (lambda v: v in BASELINES, f"one of {list(BASELINES)}"),
-    **_settings_rules(),
-    # any method's, optional: at most this many seeds per batched chunk for this method (or this
-    # cell, under method_hparams.<method>.<dataset>) in place of the global seed_chunk. A
-    # baseline's seeds share their chunk's dropout stream, so its chunk size (not this key) is
-    # part of its seeds' identity (spec.seed_identity).
-    "seed_chunk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-}
 OPTIONAL_OWN_KEYS = ("seed_chunk",)
-HPARAM_RULES = {**TABLE_RULES, **METHOD_RULES}
+
+
+def registry() -> dict:
+    """The method registry (:mod:`pipeline.models`), loaded on first use: the methods' modules
+    import torch, which a stage that names no method (download, evaluate) does without."""
+    from pipeline.models import REGISTRY
+
+    return REGISTRY
+
+
+@functools.cache
+def methods() -> tuple[str, ...]:
+    return tuple(registry())
+
+
+@functools.cache
+def method_rules() -> dict[str, tuple[Any, str]]:
+    """The parts of the aggregation (pipeline.models.adacad.AdaCAD), fixed by each method's
+    registry entry; the network a baseline's entry fixes; and the methods' own hyperparameters
+    (params.yaml `method_hparams`), each as its method's settings schema defines it."""
+    from pipeline.models import BASELINES
+
+    return {
+        "transition": (lambda v: v in TRANSITIONS, f"one of {list(TRANSITIONS)}"),
+        "propagation": (lambda v: v in PROPAGATIONS, f"one of {list(PROPAGATIONS)}"),
+        "weighting": (lambda v: v in WEIGHTINGS, f"one of {list(WEIGHTINGS)}"),
+        "baseline": (lambda v: v in BASELINES, f"one of {list(BASELINES)}"),
+        **_settings_rules(),
+        # any method's, optional: at most this many seeds per batched chunk for this method (or
+        # this cell, under method_hparams.<method>.<dataset>) in place of the global seed_chunk.
+        # A baseline's seeds share their chunk's dropout stream, so its chunk size (not this key)
+        # is part of its seeds' identity (spec.seed_identity).
+        "seed_chunk": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    }
+
+
+def hparam_rules() -> dict[str, tuple[Any, str]]:
+    return {**TABLE_RULES, **method_rules()}
+
+
+def __getattr__(name: str):
+    """``config.METHODS``, ``METHOD_RULES`` and ``HPARAM_RULES``, computed from the registry on first use."""
+    lazy = {"METHODS": methods, "METHOD_RULES": method_rules, "HPARAM_RULES": hparam_rules}
+    if name in lazy:
+        return lazy[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # What a study may set beside the hyperparameters, absent from a cell's settings unless a study
 # sets it: `range`, a method's range in hops, which each method reaches through its own setting
 # (its registry entry's ``range_key``); `subset_seed`, which of the public training nodes the
@@ -214,7 +245,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
         raise ConfigError(f"{missing[0]}: missing from {path}; write it back (dvc.yaml and `dvc exp run -S` read it){hint}")
 
     for key in ("datasets", "methods"):
-        _check_names(key, params.get(key), DATASETS if key == "datasets" else METHODS, non_empty=True)
+        _check_names(key, params.get(key), DATASETS if key == "datasets" else methods(), non_empty=True)
     _check_runs("runs", params.get("runs"))
     studies = params.get("studies")
     if not isinstance(studies, dict) or not studies:
@@ -247,7 +278,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     if not isinstance(own, dict):
         raise ConfigError("method_hparams: must be a mapping of method name to its hyperparameters")
     for name in own:
-        check_choice("method_hparams", name, METHODS)
+        check_choice("method_hparams", name, methods())
     for method in params["methods"]:
         if method not in own:  # where `dvc exp run -S method_hparams.<method>.<key>=...` writes
             raise ConfigError(f"method_hparams.{method}: missing; write `{method}: {{}}` under method_hparams "
@@ -286,7 +317,7 @@ def _check_study(params: dict, name: str, in_tables: dict[str, str]) -> None:
     for key in ("datasets", "methods"):
         if key not in spec:
             raise ConfigError(f"{where}.{key}: missing (an empty one: [])")
-        _check_names(f"{where}.{key}", spec[key], DATASETS if key == "datasets" else METHODS)
+        _check_names(f"{where}.{key}", spec[key], DATASETS if key == "datasets" else methods())
     if name in TABLE_STUDIES:
         for method in spec["methods"]:
             if method in in_tables:
@@ -297,7 +328,7 @@ def _check_study(params: dict, name: str, in_tables: dict[str, str]) -> None:
     if _is_int(runs):
         _check_runs(f"{where}.runs", runs, lowest=0)
     else:  # a cell's runs may stay written while its method is dropped (`-S 'studies.variants.methods=[]'`)
-        spec["runs"] = _check_runs_by_dataset(f"{where}.runs", runs, list(METHODS))
+        spec["runs"] = _check_runs_by_dataset(f"{where}.runs", runs, list(methods()))
     spec["settings"] = _check_settings(where, spec.get("settings"))
     spec["grid"] = _check_values(f"{where}.grid", spec.get("grid"))
 
@@ -318,13 +349,13 @@ def _check_values(where: str, grid: Any) -> dict:
     if not isinstance(grid, dict):
         raise ConfigError(f"{where}: must map a setting to the list of its values")
     for key, values in grid.items():
-        check_choice(where, key, tuple(k for k in {**HPARAM_RULES, **STUDY_RULES} if k not in NOT_IN_A_GRID))
+        check_choice(where, key, tuple(k for k in {**hparam_rules(), **STUDY_RULES} if k not in NOT_IN_A_GRID))
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}.{key}: got {values!r}; allowed values: a non-empty list (one per line)")
         for value in values:
             if not isinstance(value, (int, float, str)) or isinstance(value, bool):
                 raise ConfigError(f"{where}.{key}: {value!r} is not a number or a name; a study sets those")
-            if key not in METHOD_RULES:  # a method's own key: each cell checks it by its method's rule
+            if key not in method_rules():  # a method's own key: each cell checks it by its method's rule
                 _check_hparam(f"{where}.{key}", key, value)
         if len(set(values)) < len(values):
             raise ConfigError(f"{where}.{key}: a value is listed twice; list each once")
@@ -435,7 +466,7 @@ def runs_for(params: dict, cell: Cell) -> int:
 
 def baseline_methods(params: dict) -> list[str]:
     """The selected methods that are baselines of Table 2 (pipeline.models.baselines)."""
-    return [m for m in params["methods"] if REGISTRY[m].table_keys is not None]
+    return [m for m in params["methods"] if registry()[m].table_keys is not None]
 
 
 def check_everything(params: dict) -> None:
@@ -452,13 +483,13 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
     study's settings over them, and its grid values over those. A study sets what the method
     has and its registry entry leaves free."""
     hp = hparams_for(params, cell.dataset, cell.method)
-    fixed = REGISTRY[cell.method].fixed
+    fixed = registry()[cell.method].fixed
     own = params["studies"][cell.study].get("settings") or {}
     for where, key, value in [("settings", k, v) for k, v in own.items()] + [("grid", k, v) for k, v in cell.setting]:
         if key == "range":
-            key = REGISTRY[cell.method].range_key
+            key = registry()[cell.method].range_key
             if not key:
-                ranged = ", ".join(name for name, entry in REGISTRY.items() if entry.range_key)
+                ranged = ", ".join(name for name, entry in registry().items() if entry.range_key)
                 raise ConfigError(f"studies.{cell.study}.{where}.range: {cell.method} has no range setting (methods "
                                   f"with one: {ranged}); drop {cell.method} from the study")
             hp[key] = value
@@ -469,7 +500,7 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
                                   f"(its split is {hp.get('split')!r}); set `split: public_subset` in its settings")
             hp[key] = value
             continue
-        if (key not in hp and key not in REGISTRY[cell.method].optional_keys) or key in fixed:
+        if (key not in hp and key not in registry()[cell.method].optional_keys) or key in fixed:
             why = f"fixed by {cell.method}'s registry entry" if key in fixed else f"not a setting of {cell.method}"
             raise ConfigError(f"studies.{cell.study}.{where}.{key}: {why}; drop {cell.method} from the study or the "
                               f"key from its {where}")
@@ -480,9 +511,9 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
 
 def rule_for(key: str, method: str | None = None) -> tuple[Any, str]:
     """The rule a value of ``key`` must keep: ``method``'s settings schema's, where it has one."""
-    settings = REGISTRY[method].settings if method else None
+    settings = registry()[method].settings if method else None
     own = rules_of(settings).get(key) if settings else None
-    return own or {**HPARAM_RULES, **STUDY_RULES}[key]
+    return own or {**hparam_rules(), **STUDY_RULES}[key]
 
 
 def _check_hparam(where: str, key: str, value: Any, method: str | None = None) -> None:
@@ -497,7 +528,7 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
     method's own keys (`method_hparams.<method>`, where `method_hparams.<method>.<dataset>`
     overrides the method's default)."""
     check_choice("dataset", dataset, DATASETS)
-    check_choice("method", method, METHODS)
+    check_choice("method", method, methods())
     row = params["hparams"].get(dataset)
     if row is None:
         raise ConfigError(f"hparams.{dataset}: missing from params.yaml")
@@ -518,7 +549,7 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
             resolved[key] = row[key]
         else:
             raise ConfigError(f"hparams.{dataset}.{key}: missing")
-    entry = REGISTRY[method]
+    entry = registry()[method]
     blocks = params.get("method_hparams") or {}
     own = blocks.get(entry.hparams_of or method) or {}
     per_dataset = own.get(dataset) or {}
@@ -537,7 +568,7 @@ def hparams_for(params: dict, dataset: str, method: str = "cadnet") -> dict:
     resolved.update(_own_hparams(own, per_dataset, dataset, method, protocol))
     if entry.hparams_of:  # and its own block's values over those it read
         resolved.update(_own_overrides(blocks.get(method) or {}, dataset, method))
-    for key in METHOD_RULES:
+    for key in method_rules():
         if key in resolved:
             _check_hparam(f"{method}.{key}", key, resolved[key], method)
     return resolved
@@ -547,14 +578,14 @@ def _own_hparams(own: dict, per_dataset: dict, dataset: str, method: str, protoc
     """The method's own keys from ``own`` (`method_hparams.<method>`, or the entry's
     ``hparams_of``): ``per_dataset`` values (`method_hparams.<method>.<dataset>`) win, then the
     dataset's baseline ``protocol``, then the method's default."""
-    entry = REGISTRY[method]
+    entry = registry()[method]
     allowed = entry.own_keys
     method = entry.hparams_of or method  # the block read, which every message below names
     # a baseline's row for one dataset may also set a protocol key it takes from CAD-Net's table
     per_dataset_only = tuple(k for k in BASELINE_PROTOCOL_KEYS if k in (entry.table_keys or ()))
     # a block read for another entry may hold that entry's keys which this one fixes
     optional = entry.optional_keys + OPTIONAL_OWN_KEYS
-    _check_known_keys(own, per_dataset, dataset, method, REGISTRY[method].own_keys + optional, per_dataset_only)
+    _check_known_keys(own, per_dataset, dataset, method, registry()[method].own_keys + optional, per_dataset_only)
     values = {}
     for key in allowed:
         value = per_dataset.get(key, protocol.get(key, own.get(key)))
@@ -570,7 +601,7 @@ def _own_overrides(block: dict, dataset: str, method: str) -> dict:
     """An entry that reads another's block (``hparams_of``) may set its own values of the same
     keys in ``method_hparams.<method>`` (per dataset under ``.<dataset>``); the keys its registry
     entry fixes are not among them."""
-    keys = REGISTRY[method].own_keys + REGISTRY[method].optional_keys + OPTIONAL_OWN_KEYS
+    keys = registry()[method].own_keys + registry()[method].optional_keys + OPTIONAL_OWN_KEYS
     per_dataset = block.get(dataset) or {}
     _check_known_keys(block, per_dataset, dataset, method, keys)
     return _values_set(block, per_dataset, dataset, method, keys)
@@ -607,15 +638,18 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def cell_args(argv: list[str], stage: str) -> tuple[str, str]:
-    """``<dataset> [<method>]`` of a per-cell stage command (method: cadnet), each checked; an
-    extra argument is refused rather than ignored."""
+def cell_args(argv: list[str], stage: str, check_method: bool = True) -> tuple[str, str]:
+    """``<dataset> [<method>]`` of a per-cell stage command (method: cadnet), each checked (the
+    method against the registry unless ``check_method`` is False: evaluate, which reads the
+    family's specs and says so when there are none, loads no network code); an extra argument is
+    refused rather than ignored."""
     if not 1 <= len(argv) <= 2:
         extra = f"; unexpected argument {argv[2]!r}" if len(argv) > 2 else ""
         raise ConfigError(f"usage: python -m pipeline.{stage} <dataset> [<method>]{extra}")
     dataset, method = argv[0], (argv[1] if len(argv) > 1 else "cadnet")
     check_choice("dataset", dataset, DATASETS)
-    check_choice("method", method, METHODS)
+    if check_method:
+        check_choice("method", method, methods())
     return dataset, method
 
 

@@ -12,12 +12,13 @@ import json
 
 from pipeline import config
 from pipeline.files import write_text_atomic
-from pipeline.engine.spec import read_index, read_spec
+from pipeline.engine.spec import check_family, read_index, read_spec
 from pipeline.report.tables import read_per_seed, summaries_path, summarize
 
 
 def main(argv: list[str]) -> None:
-    dataset, method = config.cell_args(argv, "evaluate")
+    dataset, method = config.cell_args(argv, "evaluate", check_method=False)
+    check_family(dataset, method)
     summaries = {}
     for name in read_index(dataset, method):
         runs = read_spec(dataset, method, name)["runs"]

@@ -44,7 +44,7 @@ from pipeline import config, progress
 from pipeline.engine import plan
 from pipeline.check import resolve_device_name
 from pipeline.models.adacad_batched import estimate_peak_bytes
-from pipeline.files import meant_name, save_torch, write_csv_atomic, write_text_atomic
+from pipeline.files import meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
 from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
 from pipeline.engine.loop import TrainingError, train_chunk, train_seed
@@ -144,7 +144,25 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
         if seed not in done and kept.exists() and holds_seed(read_seed(kept), seed, dataset, method, fingerprint):
             shutil.move(kept, seed_file(run_dir, seed))
             done.add(seed)
+    for twin_dir in twin_cells(run_dir, fingerprint):
+        for seed in filter(owns, range(runs)):
+            twin = seed_file(twin_dir, seed)
+            if seed not in done and twin.exists() and holds_seed(read_seed(twin), seed, dataset, method, fingerprint):
+                write_atomic(seed_file(run_dir, seed), functools.partial(shutil.copyfile, twin))
+                done.add(seed)
     return [s for s in range(runs) if s not in done and owns(s)]
+
+
+def twin_cells(run_dir: Path, fingerprint: str) -> list[Path]:
+    """The seed folders of the family's other cells that train under the same identity (a study
+    point that is another study's cell: β at the dataset's own value is Table 2's cell), whose
+    seeds this cell copies rather than trains again. One file of each tells."""
+    twins = []
+    for other in sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir):
+        first = next(iter(sorted(other.glob("seed_*.pt"))), None)
+        if first is not None and (read_seed(first) or {}).get("fingerprint") == fingerprint:
+            twins.append(other)
+    return twins
 
 
 def stash_loose_seeds(dataset: str, method: str) -> None:

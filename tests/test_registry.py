@@ -45,9 +45,9 @@ def test_a_cells_code_identity_is_its_entrys_version_not_where_its_builder_lives
     cell = spec.config.Cell("main", "cora", "cadnet")
     before = spec.cell_spec(SHIPPED_PARAMS, cell)
     moved = replace(REGISTRY["cadnet"], build=lambda *args: REGISTRY["cadnet"].build(*args))
-    monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": moved})
+    monkeypatch.setitem(REGISTRY, "cadnet", moved)
     assert spec.cell_spec(SHIPPED_PARAMS, cell) == before
-    monkeypatch.setattr(spec, "REGISTRY", {**REGISTRY, "cadnet": replace(moved, version=2)})
+    monkeypatch.setitem(REGISTRY, "cadnet", replace(moved, version=2))
     assert spec.cell_spec(SHIPPED_PARAMS, cell)["code"]["network"] == 2
 
 
@@ -194,3 +194,17 @@ print(len(records), records[0]["engine"], records[0]["epochs_run"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["method_hparams.mlp.layers: got 1; allowed values: an integer in [2, 8]",
                                         "2 batched (chunk of 2) 3"]
+
+
+@pytest.mark.parametrize("module", ["pipeline.download", "pipeline.evaluate"])
+def test_the_stages_that_name_no_method_load_no_network_code(module):
+    """Download runs once a dataset and evaluate once a family (hundreds of stages): they load
+    the registry, whose modules import torch (seconds a process), only if they name a method."""
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+
+    done = subprocess.run([sys.executable, "-c", f"import sys, {module}; print('torch' in sys.modules)"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr[-2000:]

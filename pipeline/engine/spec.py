@@ -27,7 +27,6 @@ from pathlib import Path
 
 from pipeline import config
 from pipeline.download import files_for
-from pipeline.models import REGISTRY
 from pipeline.paths import SPECS_ROOT
 
 # The shared code behind every cell's numbers, each with the version of what it computes.
@@ -50,6 +49,15 @@ def family_dir(dataset: str, method: str, root: Path = SPECS_ROOT) -> Path:
     return root / dataset / method
 
 
+def check_family(dataset: str, method: str, root: Path = SPECS_ROOT) -> None:
+    """``method`` names one of the families the check stage wrote specs for on ``dataset``: the
+    registry's check for a stage that loads no network code (evaluate)."""
+    if not family_dir(dataset, method, root).is_dir():
+        written = sorted(p.name for p in (root / dataset).iterdir() if p.is_dir()) if (root / dataset).is_dir() else []
+        raise config.ConfigError(f"method: unknown value {method!r}; allowed values: "
+                                 f"{', '.join(written) or f'none in {root / dataset} yet (run `dvc repro check` first)'}")
+
+
 def spec_file(dataset: str, method: str, name: str, root: Path = SPECS_ROOT) -> Path:
     return family_dir(dataset, method, root) / f"{name}.json"
 
@@ -65,12 +73,12 @@ INDEX_NAME = "_cells.json"  # no study is named so (config.STUDY_NAME)
 
 def engine_of(params: dict, method: str) -> str:
     """``batched`` or ``single``: a method without a batched form trains seed by seed."""
-    return "batched" if params.get("engine", "batched") == "batched" and REGISTRY[method].batched else "single"
+    return "batched" if params.get("engine", "batched") == "batched" and config.registry()[method].batched else "single"
 
 
 def cell_spec(params: dict, cell: config.Cell) -> dict:
     """The spec of one cell from a checked params.yaml."""
-    entry = REGISTRY[cell.method]
+    entry = config.registry()[cell.method]
     settings = config.cell_hparams(params, cell)
     chunk_cap = settings.pop("seed_chunk", params.get("seed_chunk", "auto"))  # how, not what, unless below
     engine = engine_of(params, cell.method)

@@ -4,14 +4,32 @@
 (:mod:`~pipeline.models.seeds`), and the registry they register into
 (:mod:`~pipeline.models.registry`).
 
-Importing this package imports every module in its folder, so a method registers by being a
-file here: adding one touches no other module."""
+``from pipeline.models import REGISTRY`` (or ``BASELINES``) imports every module of this folder
+first, so a method registers by being a file here: adding one touches no other module. Those
+modules import torch, which the stages that name no method (download, evaluate) do without: the
+registry is loaded on first use, not when the package is imported."""
 import importlib
 import pkgutil
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+from pipeline.models import registry as _registry
 
-from pipeline.models.registry import REGISTRY, TABLE3_ROWS, registered_baselines, with_variants_beside  # noqa: E402, F401
+_LOADED = []
 
-BASELINES = registered_baselines()  # Table 2's baselines, in the order registered (the paper's)
+
+def _load_every_method() -> None:
+    if not _LOADED:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        _LOADED.append(True)
+
+
+def __getattr__(name: str):
+    if name == "REGISTRY":
+        _load_every_method()
+        return _registry.REGISTRY
+    if name == "BASELINES":  # Table 2's baselines, in the order registered (the paper's)
+        _load_every_method()
+        return _registry.registered_baselines()
+    if name in ("TABLE3_ROWS", "with_variants_beside"):
+        return getattr(_registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
