@@ -144,8 +144,9 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
         if seed not in done and kept.exists() and holds_seed(read_seed(kept), seed, dataset, method, fingerprint):
             shutil.move(kept, seed_file(run_dir, seed))
             done.add(seed)
-    for twin_dir in twin_cells(run_dir, fingerprint):
-        for seed in filter(owns, range(runs)):
+    missing = [s for s in range(runs) if s not in done and owns(s)]
+    for twin_dir in twin_cells(run_dir, fingerprint) if missing else []:
+        for seed in missing:
             twin = seed_file(twin_dir, seed)
             if seed not in done and twin.exists() and holds_seed(read_seed(twin), seed, dataset, method, fingerprint):
                 write_atomic(seed_file(run_dir, seed), functools.partial(shutil.copyfile, twin))

@@ -8,19 +8,17 @@
 first, so a method registers by being a file here: adding one touches no other module. Those
 modules import torch, which the stages that name no method (download, evaluate) do without: the
 registry is loaded on first use, not when the package is imported."""
+import functools
 import importlib
 import pkgutil
 
 from pipeline.models import registry as _registry
 
-_LOADED = []
 
-
+@functools.cache
 def _load_every_method() -> None:
-    if not _LOADED:
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
-        _LOADED.append(True)
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
 
 
 def __getattr__(name: str):
