@@ -51,6 +51,7 @@ PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class",
                  "lr_drop_factor")
 
 
+# MixHop's widths: one per power 0, 1, 2 (0 leaves the power out)
 WIDTHS_PER_POWER = (lambda v: isinstance(v, list) and len(v) == 3 and sum(v) > 0
                     and all(isinstance(w, int) and not isinstance(w, bool) and w >= 0 for w in v),
                     "3 integers >= 0 (powers 0, 1, 2), not all 0")
