@@ -47,9 +47,10 @@ from pipeline.models.adacad_batched import estimate_peak_bytes
 from pipeline.files import meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
 from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
-from pipeline.engine.loop import TrainingError, train_chunk, train_seed
+from pipeline.engine.loop import BATCH_SETTINGS, SPLIT_SETTINGS, Replica, TrainingError, train_chunk, train_replicas, train_seed
 from pipeline.engine.spec import cell_name, cell_of, current_family, seed_identity, spec_hash
 from pipeline.engine.splits import split_masks
+from pipeline.models import REGISTRY
 from pipeline.report.tables import WRITTEN_NAME, epoch_summary, family_tables, gamma_histogram, per_seed_table, table_paths
 
 SEED_FILE = re.compile(r"seed_(\d+)\.pt")
@@ -410,12 +411,12 @@ def main(argv: list[str]) -> None:
     with cell_lock(dataset, method, shard, family):
         for cell in ordered:
             order_seeds(cell, shard_owner(shard, cell.size))
-        for cell in prepared:
-            records = train_cell(params, cell, shard, device)
-            if shard == (0, 1):  # a share writes seeds only; the whole run that adopts them writes the tables
-                write_tables(dataset, method, cell.name, records)
-                written[cell.name] = written_record(dataset, method, cell.spec)
-                write_written(dataset, method, written)
+        for group in replica_groups(prepared):
+            for cell, records in zip(group, train_cells(params, group, shard, device)):
+                if shard == (0, 1):  # a share writes seeds only; the whole run that adopts them writes the tables
+                    write_tables(dataset, method, cell.name, records)
+                    written[cell.name] = written_record(dataset, method, cell.spec)
+                    write_written(dataset, method, written)
         if shard == (0, 1):
             forget_other_cells(dataset, method, [cell_name(spec) for spec in specs], written)
 
@@ -467,39 +468,83 @@ def order_seeds(cell: PreparedCell, owns) -> list[int]:
     return sync_seeds(spec["dataset"], spec["method"], spec["runs"], cell.fingerprint, run_dir=run_dir_of(cell), owns=owns)
 
 
-def train_cell(params: dict, cell: PreparedCell, shard: tuple[int, int], device: torch.device) -> list[dict]:
-    """Train the cell's seeds that its cache lacks (of ``shard``'s share), each saved as it
-    finishes; the cell's records, seeds 0 .. runs-1 (none for a share: it writes seeds only)."""
-    spec, hp, graph, size, fingerprint = cell.spec, cell.hp, cell.graph, cell.size, cell.fingerprint
+def replica_groups(cells: list[PreparedCell]) -> list[list[PreparedCell]]:
+    """The family's cells in batches of cells that train side by side as replicas: batched
+    cells of a method whose seeds do not depend on their chunk, on the same graph, whose settings
+    differ only in their split and the method's ``replica_settings``
+    (:func:`pipeline.engine.loop.differing_settings`), e.g. a beta study's 21 cells, or Table 2's
+    cell with its label-rate and random-split cells. Every other cell is a batch of its own."""
+    groups: dict = {}
+    for cell in cells:
+        entry = REGISTRY[cell.spec["method"]]
+        if cell.spec["engine"] != "batched" or not entry.chunk_independent or "chunking" in cell.spec:
+            groups[("alone", cell.name)] = [cell]
+            continue
+        free = set(SPLIT_SETTINGS) | set(entry.replica_settings) | set(BATCH_SETTINGS)
+        shared = tuple(sorted((k, repr(v)) for k, v in cell.hp.items() if k not in free))
+        groups.setdefault((cell.rule, shared), []).append(cell)
+    return list(groups.values())
+
+
+def train_cells(params: dict, cells: list[PreparedCell], shard: tuple[int, int], device: torch.device) -> list[list[dict]]:
+    """Train the seeds that the cache of each of ``cells`` (one of :func:`replica_groups`) lacks
+    (of ``shard``'s share), side by side as replicas of one batch, each saved as it finishes;
+    each cell's records, seeds 0 .. runs-1 (none for a share: it writes seeds only)."""
+    train_pending(params, cells, shard, device)
+    if shard != (0, 1):
+        return [[] for _ in cells]
+    return [load_records(run_dir_of(cell), cell.spec["dataset"], cell.spec["method"], cell.spec["runs"], cell.fingerprint)
+            for cell in cells]
+
+
+def train_pending(params: dict, cells: list[PreparedCell], shard: tuple[int, int], device: torch.device,
+                  stop_at: float | None = None) -> bool:
+    """The training of :func:`train_cells`, seed files only. With ``stop_at`` (a
+    ``time.monotonic()`` time), no chunk starts that the measured figure says would end after
+    it; whether every seed was trained."""
+    first = cells[0]
+    spec, hp, graph, size = first.spec, first.hp, first.graph, first.size
     dataset, method, runs, engine = spec["dataset"], spec["method"], spec["runs"], spec["engine"]
-    where = f"{dataset}/{method}/{cell.name}" + ("" if shard == (0, 1) else f" (shard {shard[0]}/{shard[1]})")
-    run_dir = run_dir_of(cell)
+    names = first.name if len(cells) == 1 else f"{len(cells)} cells as one batch ({cells[0].name} .. {cells[-1].name})"
+    where = f"{dataset}/{method}/{names}" + ("" if shard == (0, 1) else f" (shard {shard[0]}/{shard[1]})")
     owns = shard_owner(shard, size)
-    seeds = order_seeds(cell, owns)
-    share = sum(map(owns, range(runs)))
+    pending = [(cell, seed) for cell in cells for seed in order_seeds(cell, owns)]
+    share = sum(sum(map(owns, range(cell.spec["runs"]))) for cell in cells)
+    if len(cells) > 1:  # the batch's chunks hold replicas of any of its cells
+        size = chunk_size(graph, hp, params, len(pending))
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
-    estimate = plan.estimate(dataset, method, len(seeds), device=device.type, side_by_side=side_by_side,
-                             baselines=config.baseline_methods(params))
-    print(f"train {where}: {share} seeds, {share - len(seeds)} reused, {len(seeds)} to train "
+    measured = plan.measured_per_seed(dataset, method, device=device.type, baselines=config.baseline_methods(params))
+    estimate = plan.estimate(dataset, method, len(pending), measured=measured, side_by_side=side_by_side)
+    print(f"train {where}: {share} seeds, {share - len(pending)} reused, {len(pending)} to train "
           f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
+    seeds = [seed for _, seed in pending]
+    pending_seeds = set(seeds)
     if "chunking" in spec:
-        pending = set(seeds)
-        batches = ([r for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending]
+        batches = ([(first, r) for r in train_chunk(graph, hp, chunk, device, method) if r["seed"] in pending_seeds]
                    for chunk in fixed_blocks(seeds, size, runs))
     elif engine == "batched":  # one batch of records per chunk, so progress lines fall on chunk ends
-        batches = (train_chunk(graph, hp, seeds[k:k + size], device, method) for k in range(0, len(seeds), size))
+        batches = (list(zip([c for c, _ in chunk], train_replicas(graph, [Replica(c.hp, s) for c, s in chunk], device, method)))
+                   for chunk in (pending[k:k + size] for k in range(0, len(pending), size)))
     else:
-        batches = ([record] for record in train_seeds(dataset, cell.rule, hp, method, seeds, device, params.get("n_jobs", -1)))
+        batches = ([(first, record)] for record in train_seeds(dataset, first.rule, hp, method, seeds, device,
+                                                                params.get("n_jobs", -1)))
     trained_on = device_label(device)  # its timings are this device's
-    bar = progress.outer(len(seeds), f"train {where}", "seeds")
+    bar = progress.outer(len(pending), f"train {where}", "seeds")
+    per_seed = measured[0] / side_by_side if measured else 0.0
+    left = len(pending)
     try:
-        for batch in batches:
-            for record in batch:
-                record.update(fingerprint=fingerprint, dataset=dataset, method=method, device=trained_on)
-                save_torch(record, seed_file(run_dir, record["seed"]))
-            bar.set_postfix(last_acc=f"{100 * batch[-1]['test_acc']:.1f}")
+        chunks = iter(batches)  # a chunk starts when the loop asks for it
+        while left:
+            if stop_at is not None and time.monotonic() + per_seed * min(size, left) > stop_at:
+                return False
+            batch = next(chunks)
+            for cell, record in batch:
+                record.update(fingerprint=cell.fingerprint, dataset=dataset, method=method, device=trained_on)
+                save_torch(record, seed_file(run_dir_of(cell), record["seed"]))
+            bar.set_postfix(last_acc=f"{100 * batch[-1][1]['test_acc']:.1f}")
             bar.update(len(batch))
+            left -= len(batch)
     except TrainingError as err:
         raise TrainingError(f"{where}: {err}") from None
     except Exception as err:
@@ -509,7 +554,7 @@ def train_cell(params: dict, cell: PreparedCell, shard: tuple[int, int], device:
                             f"({str(err).splitlines()[0][:120]}); lower seed_chunk or memory_budget_gb") from None
     finally:
         bar.close()
-    return load_records(run_dir, dataset, method, runs, fingerprint) if shard == (0, 1) else []
+    return True
 
 
 def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprint: str) -> list[dict]:

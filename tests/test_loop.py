@@ -16,6 +16,7 @@ from pipeline.models.adacad import CADNet, CADNetConfig
 from pipeline.models.adacad_batched import BatchedCADNet
 from pipeline.models.seeds import SeedStreams, dropout
 from test_adacad_batched import CLASSES, FEATURES, hparams, synthetic_graph
+from test_baselines import settings
 
 
 # ------------------------------------------------------------------------ early stopping
@@ -218,3 +219,94 @@ def test_batched_logit_dropout_is_what_gets_diffused():
         undropped, _, _ = net.aggregate(logits, logits, net.graph)
     torch.testing.assert_close(out.log_probs, torch.log_softmax(z, -1))
     assert not torch.allclose(out.log_probs, torch.log_softmax(undropped, -1), atol=1e-3)
+
+
+# ------------------------------------------------------------------------ replicas of several cells
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a["history"] == b["history"] and torch.equal(a["gamma"], b["gamma"]) and a["test_acc"] == b["test_acc"]
+
+
+@pytest.mark.parametrize("p_drop, other_p_drop", [(0.0, 0.0), (0.4, 0.2)])
+def test_a_replica_does_not_depend_on_what_it_is_batched_with(p_drop, other_p_drop):
+    """Two cells that differ in beta, lambda_ent, the dropout rate and the label subset, two seeds
+    each in one batch: each replica's numbers are bit for bit those it has in a batch of the same
+    size holding its own cell only, dropout on or off (its masks come from its own stream, at its
+    own rate)."""
+    graph = synthetic_graph()
+    a = hparams(beta=0.3, p_drop=p_drop, early_stop_window=5)
+    b = hparams(beta=0.85, lambda_ent=0.1, p_drop=other_p_drop, split="public_subset", train_per_class=2,
+                early_stop_window=5)
+    mixed = loop.train_replicas(graph, [loop.Replica(a, 0), loop.Replica(a, 1), loop.Replica(b, 0), loop.Replica(b, 1)])
+    only_a = loop.train_chunk(graph, a, [0, 1, 7, 8])
+    only_b = loop.train_chunk(graph, b, [7, 8, 0, 1])
+    assert _same(mixed[0], only_a[0]) and _same(mixed[1], only_a[1])
+    assert _same(mixed[2], only_b[2]) and _same(mixed[3], only_b[3])
+    assert mixed[0]["history"] != mixed[2]["history"]  # the two cells did train differently
+
+
+@pytest.mark.parametrize("p_drop", [0.0, 0.4])
+def test_a_replica_equals_its_cell_trained_alone(p_drop):
+    """Against the cell's seeds trained alone, in a batch of another size: equal to float32
+    rounding (a product's summation order depends on the batch's width), as a seed is across
+    chunk sizes; same epochs run and same selected epoch."""
+    graph = synthetic_graph()
+    cells = [hparams(beta=beta, p_drop=p_drop, early_stop_window=5) for beta in (0.0, 0.55, 1.0)]
+    mixed = loop.train_replicas(graph, [loop.Replica(hp, seed) for hp in cells for seed in (0, 1)])
+    for i, hp in enumerate(cells):
+        for seed, alone in zip((0, 1), loop.train_chunk(graph, hp, [0, 1])):
+            replica = mixed[2 * i + seed]
+            assert (replica["seed"], replica["epochs_run"], replica["selected_epoch"]) == \
+                (seed, alone["epochs_run"], alone["selected_epoch"])
+            for key, values in alone["history"].items():
+                assert replica["history"][key] == pytest.approx(values, rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.parametrize("method, other", [("cadnet", dict(hidden=16)), ("cadnet", dict(lr=0.01)),
+                                           ("gcn", dict(split="public_subset", train_per_class=2))])
+def test_replicas_that_must_train_apart_are_refused_naming_the_setting(method, other):
+    """A setting that shapes the network (hidden) or the optimiser (lr) cannot differ within a
+    batch; nor can anything for a method whose seeds share their batch's dropout stream (GCN)."""
+    hp = hparams(epochs=2) if method == "cadnet" else settings(method, epochs=2, split="public")
+    with pytest.raises(ValueError, match=f"differ in \\['{next(iter(other))}'"):
+        loop.train_replicas(synthetic_graph(), [loop.Replica(hp, 0), loop.Replica({**hp, **other}, 1)], method=method)
+
+
+# ------------------------------------------------------------------------ the host's looks
+
+
+def test_the_rule_on_the_device_answers_as_the_rule_for_one_seed():
+    """Random validation losses (ties and equal means planted): the vectorised rule and the
+    readable one agree for every seed, epoch and window."""
+    g = torch.Generator().manual_seed(0)
+    history = torch.rand(40, 12, generator=g)
+    history[:, 0] = 0.5  # a loss equal to its window's mean: no stop
+    history[30:, 1] = history[29, 1]
+    for window in (0, 1, 3, 10):
+        for epoch in range(1, 41):
+            vectorised = loop.stops_early(history[:epoch], 40, window).tolist()
+            assert vectorised == [loop.should_stop_early(history[:epoch, s].tolist(), epoch, 40, window) for s in range(12)]
+
+
+def test_how_often_the_host_looks_changes_no_number(monkeypatch):
+    """Seeds that stop at different epochs, dropout on: looking every 7 epochs instead of every
+    epoch (as on a GPU) gives the same records, bit for bit."""
+    graph = synthetic_graph()
+    hp = hparams(p_drop=0.3, early_stop_window=3, epochs=40)
+    every_epoch = loop.train_chunk(graph, hp, [0, 1, 2, 3])
+    assert len({r["epochs_run"] for r in every_epoch}) > 1  # they do stop at different epochs
+    monkeypatch.setitem(loop.HOST_CHECK_EVERY, "cpu", 7)
+    for a, b in zip(every_epoch, loop.train_chunk(graph, hp, [0, 1, 2, 3])):
+        assert _same(a, b) and (a["epochs_run"], a["selected_epoch"]) == (b["epochs_run"], b["selected_epoch"])
+
+
+def test_a_diverging_seed_is_named_with_its_first_bad_epoch_when_the_host_looks_late(monkeypatch):
+    monkeypatch.setitem(loop.HOST_CHECK_EVERY, "cpu", 7)
+    hp = hparams(lr=1e30, epochs=20)
+    with pytest.raises(loop.TrainingError, match=r"^seed 0: training loss is nan at epoch (\d+);") as err:
+        loop.train_chunk(synthetic_graph(), hp, [0, 1])
+    monkeypatch.setitem(loop.HOST_CHECK_EVERY, "cpu", 1)
+    with pytest.raises(loop.TrainingError) as first:
+        loop.train_chunk(synthetic_graph(), hp, [0, 1])
+    assert str(err.value) == str(first.value)

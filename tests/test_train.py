@@ -75,8 +75,8 @@ def test_fewer_runs_reuse_the_first_seeds_and_going_back_trains_nothing(workdir,
     train_cell(["cora", "cadnet"])
     before = _records(run_dir)
     trained = []
-    real_chunk = train.train_chunk
-    monkeypatch.setattr(train, "train_chunk", lambda g, hp, seeds, *a, **k: trained.append(seeds) or real_chunk(g, hp, seeds, *a, **k))
+    real = train.train_replicas
+    monkeypatch.setattr(train, "train_replicas", lambda g, replicas, *a, **k: trained.append(replicas) or real(g, replicas, *a, **k))
     update_params(workdir, runs=10)
     train_cell(["cora", "cadnet"])
     assert sorted(_records(run_dir)) == sorted(list(before)[:10])
@@ -162,7 +162,7 @@ def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
     def no_memory(*args, **kwargs):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: not enough memory: you tried "
                            "to allocate 4000000000000 bytes.\nmore detail")
-    monkeypatch.setattr(train, "train_chunk", no_memory)
+    monkeypatch.setattr(train, "train_replicas", no_memory)
     with pytest.raises(train.TrainingError, match=r"^cora/cadnet/main: out of memory on cpu with chunks of 2 seeds .*seed_chunk"):
         train_cell(["cora", "cadnet"])
 
@@ -647,3 +647,30 @@ def test_a_kept_cell_puts_its_seeds_back_in_data_runs(workdir):
     shutil.copytree(committed, workdir / "reports/eval/cora/cadnet")
     train_cell(["cora", "cadnet"])
     assert {k: r["fingerprint"] for k, r in _records(run_dir).items()} == first
+
+
+def test_a_familys_cells_that_differ_in_replica_settings_train_as_one_batch(workdir, capsys):
+    """A beta study's and a label-rate study's cells beside Table 2's: the cells that differ only in
+    beta and their training nodes train side by side as replicas of one batch, each seed saved
+    in its own cell's folder under its own cell's identity, with its cell's numbers; a cell of
+    another hidden width trains in a batch of its own."""
+    _cora_workdir(workdir, runs=2, epochs=3)
+    params = read_params(workdir)
+    params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2, "grid": {"beta": [0.2, 0.9]}}
+    params["studies"]["label_rates"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2,
+                                        "settings": {"split": "public_subset"}, "grid": {"train_per_class": [2]}}
+    params["studies"]["hidden_units"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2, "grid": {"hidden": [8]}}
+    write_params(workdir, params)
+    train_cell(["cora", "cadnet"])
+    err = capsys.readouterr().err
+    assert "train cora/cadnet/4 cells as one batch (main .. label_rates-train_per_class=2): 8 seeds, 0 reused, 8 to train" in err
+    assert "train cora/cadnet/hidden_units-hidden=8: 2 seeds, 0 reused, 2 to train" in err
+    loaded = config.load_params()
+    for name, cell in [("beta-beta=0.2", config.Cell("beta", "cora", "cadnet", (("beta", 0.2),))),
+                       ("label_rates-train_per_class=2", config.Cell("label_rates", "cora", "cadnet", (("train_per_class", 2),)))]:
+        hp = config.cell_hparams(loaded, cell)
+        alone = loop.train_chunk(synthetic_graph(), hp, [0, 1])
+        for seed in (0, 1):
+            record = torch.load(workdir / f"data/runs/cora/cadnet/{name}/seed_{seed:03d}.pt", weights_only=False)
+            assert record["fingerprint"] == spec.seed_identity(spec.cell_spec(loaded, cell))
+            assert record["history"]["test_acc"] == pytest.approx(alone[seed]["history"]["test_acc"], rel=1e-5, abs=1e-6)

@@ -2,6 +2,11 @@
 goes through, S seeds side by side (:func:`train_chunk`), or one seed with the method's
 single-seed network (:func:`train_seed`, the readable reference).
 
+A batch may also hold *replicas* of several cells (:func:`train_replicas`): cells of one
+method whose settings differ only in what changes no network shape (the split's training
+nodes, and the settings of the method's ``replica_settings``: CAD-Net's beta, lambda_ent and
+dropout rate) train side by side, each replica with its own masks, values and random streams.
+
 The protocol follows the authors' code (docs/SPEC.md), for every method: Adam with amsgrad,
 weight decay on all parameters, a step learning-rate drop, one training step then one
 eval-mode pass per epoch, the reported test accuracy is the one at the epoch of lowest
@@ -14,8 +19,10 @@ from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import torch
+from torch import Tensor
 
 from pipeline import config, progress
 from pipeline.engine.splits import split_masks
@@ -27,10 +34,41 @@ class TrainingError(config.PipelineError):
     """Training itself went wrong (a non-finite loss, memory): reported as one line."""
 
 
-def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: bool) -> torch.nn.Module:
-    """The method's network for ``seeds`` (its registry entry's builder). A method without a
-    batched form trains seed by seed (``batched`` is then ignored)."""
+class Replica(NamedTuple):
+    """One seed of one cell: the unit a batch stacks."""
+    hp: dict  # the cell's settings
+    seed: int
+
+
+# What makes a replica's split: each replica of a batch has its own masks, whatever its method.
+SPLIT_SETTINGS = ("split", "train_per_class", "val_per_class", "subset_seed")
+# Settings that size the batch, not what a replica computes (for a method whose seeds do not
+# depend on their chunk).
+BATCH_SETTINGS = ("seed_chunk",)
+
+
+def differing_settings(replicas: list[Replica], method: str) -> dict[str, list]:
+    """The values, one per replica, of the method's ``replica_settings`` that differ between
+    ``replicas``; an error where they differ in anything else that a batch must share."""
     entry = REGISTRY[method]
+    keys = sorted(set().union(*(r.hp for r in replicas)))
+    differ = [k for k in keys if len({repr(r.hp.get(k)) for r in replicas}) > 1]
+    may = set(SPLIT_SETTINGS) | set(entry.replica_settings) | set(BATCH_SETTINGS)
+    if differ and not entry.chunk_independent:
+        may = set()  # its seeds share the batch's dropout stream: only a cell's own seeds batch
+    if set(differ) - may:
+        raise ValueError(f"replicas of {method} differ in {sorted(set(differ) - may)}, which one batch must share")
+    return {k: [r.hp[k] for r in replicas] for k in differ if k in entry.replica_settings}
+
+
+def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: bool,
+              per_replica: dict[str, list] | None = None) -> torch.nn.Module:
+    """The method's network for ``seeds`` (its registry entry's builder), with one value per seed
+    of the settings in ``per_replica``. A method without a batched form trains seed by seed
+    (``batched`` is then ignored)."""
+    entry = REGISTRY[method]
+    if per_replica:
+        return entry.build(graph, hp, seeds, batched and entry.batched, per_replica=per_replica)
     return entry.build(graph, hp, seeds, batched and entry.batched)
 
 
@@ -63,6 +101,24 @@ def should_stop_early(val_losses: list[float], epoch: int, epochs: int, window: 
     return bool(previous) and val_losses[-1] > sum(previous) / len(previous)
 
 
+def stops_early(val_history: Tensor, epochs: int, window: int) -> Tensor:
+    """:func:`should_stop_early` for every seed at once, on the device: ``val_history`` is
+    ``[epochs so far, S]``. The mean is taken in double precision, as Python's is: the sum of a
+    few float32 values is exact there, so both give the same answer, ties included."""
+    epoch = val_history.size(0)
+    if window <= 0 or epoch <= epochs // 2 or epoch < 2:
+        return torch.zeros(val_history.size(1), dtype=torch.bool, device=val_history.device)
+    previous = val_history[max(0, epoch - 1 - window):epoch - 1].double()
+    return val_history[-1].double() > previous.sum(0) / previous.size(0)
+
+
+# Epochs between the host's looks at the seeds (divergence, all stopped, which to freeze): each
+# look synchronises with the device. A seed that stopped since the last look trains on until the
+# next, which changes none of its numbers (its selection, epochs and history stop at its own
+# epoch; seeds share no gradient). On a CPU a look costs nothing.
+HOST_CHECK_EVERY = {"cpu": 1, "cuda": 25}
+
+
 def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | str = "cpu",
                 method: str = "cadnet", batched: bool = True) -> list[dict]:
     """The one training loop: train ``seeds`` of ``method`` side by side and return one record
@@ -70,12 +126,21 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     masks, splits, early stopping (a stopped seed's parameters are frozen while the others go
     on) and model selection. With ``batched=False`` (one seed: the readable reference) the
     network is the method's single-seed model; the records mean the same either way."""
+    return train_replicas(graph, [Replica(hp, seed) for seed in seeds], device, method, batched)
+
+
+def train_replicas(graph: dict, replicas: list[Replica], device: torch.device | str = "cpu",
+                   method: str = "cadnet", batched: bool = True) -> list[dict]:
+    """:func:`train_chunk` for replicas of several cells of ``method`` (:func:`differing_settings`
+    says which may share a batch): one record per replica, in their order, each what its cell's
+    seed gives trained on its own."""
     device = torch.device(device)
-    if not batched and len(seeds) != 1:
-        return [r for seed in seeds for r in train_chunk(graph, hp, [seed], device, method, batched=False)]
-    S = len(seeds)
-    net = build_net(graph, hp, method, seeds, batched).to(device)
-    splits = [split_masks(graph, hp, seed) for seed in seeds]
+    if not batched and len(replicas) != 1:
+        return [r for one in replicas for r in train_replicas(graph, [one], device, method, batched=False)]
+    S = len(replicas)
+    hp, seeds = replicas[0].hp, [r.seed for r in replicas]
+    net = build_net(graph, hp, method, seeds, batched, differing_settings(replicas, method)).to(device)
+    splits = [split_masks(graph, r.hp, r.seed) for r in replicas]
     masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
     y = graph["y"].to(device)
     torch.manual_seed(seeds[0])  # the single-seed network's dropout stream (batched: one per seed)
@@ -84,7 +149,13 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     parts = ("train", "val", "test")
     history = {f"{p}_{w}": [] for p in parts for w in ("loss", "acc")}  # per epoch: [S] tensors
     active = torch.ones(S, dtype=torch.bool, device=device)
-    epochs_run = torch.zeros(S, dtype=torch.long)
+    epochs_run = torch.zeros(S, dtype=torch.long, device=device)
+    val_history = torch.zeros(hp["epochs"], S, device=device)
+    # the first epoch at which a running seed's training loss was not finite (0: none), and that loss
+    diverged_at = torch.zeros(S, dtype=torch.long, device=device)
+    diverged_loss = torch.zeros(S, device=device)
+    frozen = torch.zeros(0, dtype=torch.long, device=device)  # the stopped seeds, as of the last host check
+    check_every = HOST_CHECK_EVERY.get(device.type, 1)
     best_val = torch.full((S,), math.inf, device=device)
     best = {k: torch.zeros(S, device=device) for k in ("val_acc", "test_acc")}
     best_epoch = torch.zeros(S, dtype=torch.long, device=device)
@@ -97,17 +168,14 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
         optimizer.zero_grad()
         out = net()
         per_seed_loss = masked_nll(out.log_probs, y, masks[0]) + out.regularizer
-        finite = torch.isfinite(per_seed_loss) | ~active
-        if not finite.all():
-            bad = int((~finite).nonzero()[0])
-            raise TrainingError(f"seed {seeds[bad]}: training loss is {float(per_seed_loss[bad].detach())} at epoch {epoch}; "
-                                f"the settings make training diverge (lr, weight_decay, lambda_ent?)")
+        first = (diverged_at == 0) & active & ~torch.isfinite(per_seed_loss.detach())
+        diverged_at = torch.where(first, epoch, diverged_at)
+        diverged_loss = torch.where(first, per_seed_loss.detach(), diverged_loss)
         per_seed_loss.sum().backward()  # seed s's gradient is its own loss's
-        stopped = (~active).nonzero().view(-1)
-        saved = net.seed_slices(stopped) if stopped.numel() else None
+        saved = net.seed_slices(frozen) if frozen.numel() else None
         optimizer.step()
         if saved is not None:
-            net.restore_seed_slices(stopped, saved)
+            net.restore_seed_slices(frozen, saved)
 
         net.eval()
         with torch.no_grad():
@@ -122,16 +190,19 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
                 best[key] = torch.where(improved, history[key][-1], best[key])
             best_epoch = torch.where(improved, torch.full_like(best_epoch, epoch), best_epoch)
             best_gamma = torch.where(improved.view(1, -1), out.gamma, best_gamma)
-        epochs_run[active.cpu()] = epoch
-
-        val_history = torch.stack(history["val_loss"]).cpu()
-        for s in active.nonzero().view(-1).tolist():
-            if should_stop_early(val_history[:, s].tolist(), epoch, hp["epochs"], hp["early_stop_window"]):
-                active[s] = False
+        epochs_run = torch.where(active, epoch, epochs_run)
+        val_history[epoch - 1] = val_loss
+        active = active & ~stops_early(val_history[:epoch], hp["epochs"], hp["early_stop_window"])
         epoch_bar.update()
-        epoch_bar.set_postfix(active=int(active.sum()))
-        if not active.any():
-            break
+        if epoch % check_every == 0 or epoch == hp["epochs"]:  # the host looks: the only synchronisations
+            if diverged_at.any():
+                bad = int(diverged_at.masked_fill(diverged_at == 0, epoch + 1).argmin())
+                raise TrainingError(f"seed {seeds[bad]}: training loss is {float(diverged_loss[bad])} at epoch "
+                                    f"{int(diverged_at[bad])}; the settings make training diverge (lr, weight_decay, lambda_ent?)")
+            frozen = (~active).nonzero().view(-1)
+            epoch_bar.set_postfix(active=S - frozen.numel())
+            if frozen.numel() == S:
+                break
         if scheduler is not None:
             scheduler.step()
     epoch_bar.close()
@@ -141,6 +212,7 @@ def train_chunk(graph: dict, hp: dict, seeds: list[int], device: torch.device | 
     epochs_executed = epoch
 
     stacked = {k: torch.stack(v).cpu() for k, v in history.items()}
+    epochs_run = epochs_run.cpu()
     records = []
     for s, seed in enumerate(seeds):
         n = int(epochs_run[s])

@@ -29,7 +29,7 @@ from torch_geometric.transforms import GDC
 from torch_geometric.utils import degree, remove_self_loops, scatter, softmax
 
 from pipeline.models.registry import integer, number, register, setting
-from pipeline.models.seeds import NetOutput
+from pipeline.models.seeds import NetOutput, PerReplica
 
 ENTROPY_EPS = 1e-15  # as in the authors' code: keeps log() finite for p = 0
 
@@ -64,7 +64,7 @@ def transition_from_similarity(similarity: Tensor, row: Tensor, num_nodes: int) 
     return softmax(similarity, row, num_nodes=num_nodes, dim=0)
 
 
-def adaptive_weight(similarity: Tensor, row: Tensor, num_nodes: int, beta: float) -> Tensor:
+def adaptive_weight(similarity: Tensor, row: Tensor, num_nodes: int, beta: float | PerReplica) -> Tensor:
     r"""Per-node weight :math:`\gamma_i` of the diffusion result, Eqs. (8) and (9).
 
     .. math::
@@ -73,12 +73,17 @@ def adaptive_weight(similarity: Tensor, row: Tensor, num_nodes: int, beta: float
 
     ``similarity`` holds :math:`\mathbf{p}_i^\top\mathbf{p}_j` per edge and ``row`` each edge's
     source i. A node without edges counts as degree 1 (so :math:`c_i = 0`). As in the authors'
-    code, no gradient flows through :math:`\gamma`. Returns ``[N]`` or ``[N, S]``.
+    code, no gradient flows through :math:`\gamma`. Returns ``[N]`` or ``[N, S]``. With one
+    :math:`\beta` per replica (:class:`pipeline.models.seeds.PerReplica`), ``row`` numbers node i of
+    replica s ``i * S + s``, as the batched engine's graph does.
     """
     with torch.no_grad():
         degree = torch.bincount(row, minlength=num_nodes).clamp(min=1)
         degree = degree.view(-1, *([1] * (similarity.dim() - 1))).to(similarity.dtype)
         c = scatter(similarity, row, dim=0, dim_size=num_nodes, reduce="sum") / degree
+        if isinstance(beta, PerReplica):
+            nodes = c.numel() // beta.value.numel()
+            return beta.value.repeat(nodes) + beta.derived.repeat(nodes) * c
         return beta + (1.0 - beta) * c
 
 
@@ -326,6 +331,7 @@ class AdaCAD(torch.nn.Module):
                  fixed: FixedPropagation | None = None):
         super().__init__()
         self.cfg = cfg
+        self.beta: float | PerReplica = cfg.beta  # the batched network's replicas may each have their own
         self.fixed = fixed  # shared by every seed; None where T is learned
         if cfg.transition == "gat":
             self.att_source = torch.nn.Parameter(glorot_(torch.empty(num_seeds, num_classes)))
@@ -362,7 +368,7 @@ class AdaCAD(torch.nn.Module):
         if self.cfg.weighting == "adaptive" or self.cfg.transition == "cad":
             similarity = graph.edge_products(probs, probs)  # p_i . p_j per edge (Eqs. 4 and 8)
         if self.cfg.weighting == "adaptive":
-            gamma = graph.adaptive_weight(similarity, self.cfg.beta)
+            gamma = graph.adaptive_weight(similarity, self.beta)
         else:
             gamma = torch.ones(logits.shape[:-1], dtype=logits.dtype, device=logits.device)
         if self.fixed is not None:
@@ -462,6 +468,9 @@ class BoundNet(torch.nn.Module):
 
 # The three parts of AdaCAD's operator (:class:`AdaCAD`) as CAD-Net has them.
 ADACAD = {"transition": "cad", "propagation": "steps", "weighting": "adaptive"}
+# The settings whose value may differ between the replicas of one batch (the batched network's
+# ``per_replica``): they change no parameter's shape, only a scalar of the forward pass.
+REPLICA_SETTINGS = ("beta", "lambda_ent", "p_drop")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -488,10 +497,12 @@ class GATTransitionSettings:
 
 
 # CAD-Net as the authors' code runs it (diffusion (T^T)^K Z): reproduces Table 2
-@register("cadnet", fixed=ADACAD, label="CAD-Net (AdaCAD)", range_key="K")
-def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torch.nn.Module:
+@register("cadnet", fixed=ADACAD, label="CAD-Net (AdaCAD)", range_key="K", replica_settings=REPLICA_SETTINGS)
+def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool,
+                 per_replica: dict[str, list[float]] | None = None) -> torch.nn.Module:
     """Registry builder of CAD-Net and its Table 3 variants: seed s starts from the weights a
-    :class:`CADNet` gets after ``torch.manual_seed(s)``; the batched network stacks them."""
+    :class:`CADNet` gets after ``torch.manual_seed(s)``; the batched network stacks them, with
+    ``per_replica``'s values of :data:`REPLICA_SETTINGS` where they differ between its seeds."""
     cfg = CADNetConfig.from_hparams(hp, graph["x"].size(1), graph["num_classes"])
     num_nodes = graph["y"].size(0)
     fixed = _cached(graph, ("fixed_propagation", cfg.aggregation),
@@ -503,11 +514,16 @@ def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool) -> torc
     if batched:
         from pipeline.models.adacad_batched import BatchedCADNet  # the fast engine; the reference needs none of it
 
-        return BatchedCADNet(models, graph["x"], graph["edge_index"], seeds)
-    if len(models) != 1:
+        return BatchedCADNet(models, graph["x"], graph["edge_index"], seeds, per_replica)
+    if len(models) != 1 or per_replica:
         raise ValueError("the reference CADNet trains one seed at a time")
     edge_graph = EdgeListGraph(graph["edge_index"], num_nodes, cfg.aggregation.direction)
     return BoundNet(models[0], graph["x"], edge_graph)
+
+
+def variant(name: str, **entry) -> None:
+    """Registers ``name``: CAD-Net's network with the aggregation's parts that ``entry`` fixes."""
+    register(name, replica_settings=REPLICA_SETTINGS, **entry)(build_cadnet)
 
 
 def _cached(graph: dict, key, compute):
@@ -520,25 +536,25 @@ def _cached(graph: dict, key, compute):
 
 
 # The paper's Eq. (6) direction, T^K Z, reported beside CAD-Net
-register("cadnet_pull", fixed={**ADACAD, "direction": "pull"}, label="CAD-Net, Eq. 6 direction")(build_cadnet)
+variant("cadnet_pull", fixed={**ADACAD, "direction": "pull"}, label="CAD-Net, Eq. 6 direction")
 # Table 3: only the aggregation changes inside the same network and hyperparameters
-register("rw", fixed={"transition": "rw", "propagation": "steps", "weighting": "none"}, paper=("table3", "rw"),
-         label="RW")(build_cadnet)
+variant("rw", fixed={"transition": "rw", "propagation": "steps", "weighting": "none"}, paper=("table3", "rw"),
+        label="RW")
 # RW diffusing as the paper's Eq. (6) does, Z <- T Z (the rows above diffuse as CAD-Net's code
 # does, Z <- T^T Z); the paper's Table 3 does not say which its RW used
-register("rw_pull", fixed={"transition": "rw", "propagation": "steps", "weighting": "none", "direction": "pull"},
-         paper=("table3", "rw"), label="RW, Eq. 6 direction")(build_cadnet)
-register("symna", fixed={"transition": "symna", "propagation": "steps", "weighting": "none"},
-         paper=("table3", "symna"), label="symNA")(build_cadnet)
-register("ppr", fixed={"transition": "symna", "propagation": "ppr", "weighting": "none"}, settings=PPRSettings,
-         paper=("table3", "ppr"), label="PPR")(build_cadnet)
-register("hk", fixed={"transition": "symna", "propagation": "heat", "weighting": "none"}, settings=HeatSettings,
-         paper=("table3", "hk"), label="HK")(build_cadnet)
-register("gat_rw", fixed={"transition": "gat", "propagation": "steps", "weighting": "none"},
-         settings=GATTransitionSettings, paper=("table3", "gat_rw"), label="GAT+RW")(build_cadnet)
-register("tf_rw", fixed={"transition": "tf", "propagation": "steps", "weighting": "none"}, paper=("table3", "tf_rw"),
-         label="TF+RW")(build_cadnet)
-register("cad", fixed={**ADACAD, "beta": 1.0}, paper=("table3", "cad"), label="CAD")(build_cadnet)
+variant("rw_pull", fixed={"transition": "rw", "propagation": "steps", "weighting": "none", "direction": "pull"},
+        paper=("table3", "rw"), label="RW, Eq. 6 direction")
+variant("symna", fixed={"transition": "symna", "propagation": "steps", "weighting": "none"},
+        paper=("table3", "symna"), label="symNA")
+variant("ppr", fixed={"transition": "symna", "propagation": "ppr", "weighting": "none"}, settings=PPRSettings,
+        paper=("table3", "ppr"), label="PPR")
+variant("hk", fixed={"transition": "symna", "propagation": "heat", "weighting": "none"}, settings=HeatSettings,
+        paper=("table3", "hk"), label="HK")
+variant("gat_rw", fixed={"transition": "gat", "propagation": "steps", "weighting": "none"},
+        settings=GATTransitionSettings, paper=("table3", "gat_rw"), label="GAT+RW")
+variant("tf_rw", fixed={"transition": "tf", "propagation": "steps", "weighting": "none"}, paper=("table3", "tf_rw"),
+        label="TF+RW")
+variant("cad", fixed={**ADACAD, "beta": 1.0}, paper=("table3", "cad"), label="CAD")
 # appendix B.3: CAD-Net trained without the entropy regulariser
-register("cadnet_noent", fixed={**ADACAD, "lambda_ent": 0.0}, paper=("tableB3", "cadnet_noent"),
-         label="CAD-Net w/o entropy")(build_cadnet)
+variant("cadnet_noent", fixed={**ADACAD, "lambda_ent": 0.0}, paper=("tableB3", "cadnet_noent"),
+        label="CAD-Net w/o entropy")

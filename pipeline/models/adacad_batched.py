@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline.models.adacad import AdaCAD, CADNet, adaptive_weight, transition_from_similarity
-from pipeline.models.seeds import NetOutput, SeedStreams, StackedSeeds, dropout
+from pipeline.models.adacad import REPLICA_SETTINGS, AdaCAD, CADNet, adaptive_weight, transition_from_similarity
+from pipeline.models.seeds import NetOutput, PerReplica, SeedStreams, StackedSeeds, dropout
 
 BYTES_PER_FLOAT = 4
 # CSR products are what this module is built on; torch's "beta" notice would repeat every run.
@@ -76,11 +76,17 @@ class StackedSparseFeatures:
             setattr(self, name, getattr(self, name).to(device))
         return self
 
-    def matmul(self, weight: Tensor, p_drop: float = 0.0, streams: SeedStreams | None = None) -> Tensor:
+    def matmul(self, weight: Tensor, p_drop: float | PerReplica = 0.0, streams: SeedStreams | None = None) -> Tensor:
         """``[N, S, H]``: for each seed, dropout(X) @ W1[:, s, :] (``weight`` is ``[F, S, H]``);
-        dropout acts on X's stored values, seed s's mask drawn from ``streams``' stream s."""
+        dropout acts on X's stored values, seed s's mask drawn from ``streams``' stream s (at
+        seed s's own rate where ``p_drop`` is one per replica)."""
         values = self.values
-        if p_drop > 0:
+        if isinstance(p_drop, PerReplica):
+            draws = streams.uniform((self.nnz,), seed_dim=0)  # [S, nnz]
+            keep = (draws >= p_drop.along(0, 2)).view(-1)[self.draw_index]
+            scale = p_drop.derived_along(0, 2).expand_as(draws).reshape(-1)[self.draw_index]
+            values = values * keep * scale
+        elif p_drop > 0:
             keep = streams.uniform((self.nnz,), seed_dim=0).view(-1)[self.draw_index] >= p_drop
             values = values * keep * (1.0 / (1.0 - p_drop))
         table = weight.reshape(-1, weight.size(-1))
@@ -282,20 +288,33 @@ class BatchedCADNet(StackedSeeds):
     the aggregation is the same :class:`pipeline.models.adacad.AdaCAD` operator, run on a
     :class:`BlockDiagonalGraph` with the seeds' learned parameters stacked. The forward pass
     returns :class:`NetOutput` with shapes ``[N, S, C]``, ``[S]``, ``[N, S]``.
+
+    ``per_replica`` gives, for the settings of :data:`REPLICA_SETTINGS` that differ between the
+    batch's replicas (a beta study's cells trained side by side), each replica's value; the
+    others are the config's. A replica computes what its cell would alone.
     """
 
     # the seed axis of each parameter, where it is not the first (for freezing stopped seeds)
     SEED_AXIS = {"w1": 1}
 
-    def __init__(self, models: list[CADNet], x: Tensor, edge_index: Tensor, seeds: list[int]):
+    def __init__(self, models: list[CADNet], x: Tensor, edge_index: Tensor, seeds: list[int],
+                 per_replica: dict[str, list[float]] | None = None):
         super().__init__()
         self.streams = SeedStreams(seeds)
         self.cfg = cfg = models[0].cfg
+        per_replica = per_replica or {}
+        if set(per_replica) - set(REPLICA_SETTINGS):
+            raise ValueError(f"settings {sorted(set(per_replica) - set(REPLICA_SETTINGS))} cannot differ within a batch")
+        self.p_drop = (PerReplica(per_replica["p_drop"], lambda p: 1.0 / (1.0 - p)) if "p_drop" in per_replica
+                       else cfg.p_drop)
+        self.lambda_ent = PerReplica(per_replica["lambda_ent"]).value if "lambda_ent" in per_replica else cfg.lambda_ent
         self.w1 = torch.nn.Parameter(torch.stack([m.embed1.weight.detach().t() for m in models], dim=1))
         self.b1 = torch.nn.Parameter(torch.stack([m.embed1.bias.detach() for m in models]))
         self.w2 = torch.nn.Parameter(torch.stack([m.embed2.weight.detach().t() for m in models]))
         self.b2 = torch.nn.Parameter(torch.stack([m.embed2.bias.detach() for m in models]))
         self.aggregate = AdaCAD(cfg.aggregation, cfg.num_classes, len(models), fixed=models[0].aggregate.fixed)
+        if "beta" in per_replica:
+            self.aggregate.beta = PerReplica(per_replica["beta"], lambda beta: 1.0 - beta)
         with torch.no_grad():  # each seed's own attention parameters (gat, tf), stacked
             for name, stacked in self.aggregate.named_parameters():
                 stacked.copy_(torch.cat([dict(m.aggregate.named_parameters())[name] for m in models]))
@@ -309,6 +328,9 @@ class BatchedCADNet(StackedSeeds):
         super().to(device)
         self.streams.to(device)
         self.features.to(device)
+        for holder, name in ((self, "p_drop"), (self, "lambda_ent"), (self.aggregate, "beta")):
+            if isinstance(getattr(holder, name), (PerReplica, Tensor)):
+                setattr(holder, name, getattr(holder, name).to(device))
         if self.graph is not None:
             self.graph.to(device)
         self.x = self.x.to(device)
@@ -316,12 +338,12 @@ class BatchedCADNet(StackedSeeds):
 
     def _dropout(self, x: Tensor, site: str) -> Tensor:
         if self.training and site in self.cfg.dropout_sites:
-            return dropout(x, self.cfg.p_drop, self.streams)
+            return dropout(x, self.p_drop, self.streams)
         return x
 
     def _first_layer(self) -> Tensor:
-        if self.training and "input" in self.cfg.dropout_sites and self.cfg.p_drop > 0:
-            return self.features.matmul(self.w1, self.cfg.p_drop, self.streams)
+        if self.training and "input" in self.cfg.dropout_sites and (isinstance(self.p_drop, PerReplica) or self.p_drop > 0):
+            return self.features.matmul(self.w1, self.p_drop, self.streams)
         # no input dropout: all seeds share X, so one product with the seeds side by side
         F_in, S, H = self.w1.shape
         return torch.sparse.mm(self.x, self.w1.reshape(F_in, S * H)).view(-1, S, H)
@@ -333,7 +355,7 @@ class BatchedCADNet(StackedSeeds):
         logits = torch.einsum("nsh,shc->nsc", hidden, self.w2) + self.b2
         self_term = self._dropout(logits, "logits")
         z, node_entropy, gamma = self.aggregate(logits, self_term, self.graph)
-        return NetOutput(F.log_softmax(z, dim=-1), self.cfg.lambda_ent * node_entropy.mean(0), gamma)
+        return NetOutput(F.log_softmax(z, dim=-1), self.lambda_ent * node_entropy.mean(0), gamma)
 
 
 

@@ -82,7 +82,7 @@ def from_settings(schema: type, hp: dict):
 @dataclass(frozen=True)
 class Method:
     name: str
-    # (graph, hp, seeds, batched) -> the network of ``seeds``; ``hp`` the cell's settings
+    # (graph, hp, seeds, batched[, per_replica]) -> the network of ``seeds``; ``hp`` the cell's settings
     build: Callable
     fixed: dict = field(default_factory=dict)  # hyperparameters that define the method
     settings: type | None = None  # its own keys' schema (a dataclass of :func:`setting` fields)
@@ -106,6 +106,10 @@ class Method:
     # GAT, additional layers before the last layer; for SGC, AGNN, APPNP, and CAD-Net,
     # increased propagation steps"); "": it has none.
     range_key: str = ""
+    # the settings its batched network takes one value per replica of (``build``'s
+    # ``per_replica``), so that cells differing only in them (and in their splits) train in one
+    # batch; needs ``chunk_independent`` (each replica draws from its own streams)
+    replica_settings: tuple[str, ...] = ()
 
     def _fields(self, with_default: bool) -> tuple[str, ...]:
         if self.settings is None:

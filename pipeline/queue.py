@@ -1,0 +1,168 @@
+"""The queue for a lent machine: ``python -m pipeline.queue [--runs N] [--deadline 9m]
+[--dry-run] [--pack FILE]``.
+
+Trains, in priority order, the seeds that the cells of ``params.yaml`` lack to reach ``--runs``
+seeds each (default: the paper's 100):
+
+1. Tables 2 and 3's cells (the studies ``main``, ``variants``, ``baselines``);
+2. each study's CAD-Net row;
+3. the rivals that the paper's study claims name (:data:`CLAIM_RIVALS`);
+4. every other cell;
+
+within a tier the cheapest first, so that the most cells finish. A cell's cost is its seeds to
+go times the committed run's seconds per seed on this kind of device
+(:func:`pipeline.engine.plan.measured_per_seed`).
+
+It trains as the train stage does (each family's cells in replica batches,
+:func:`pipeline.train.replica_groups`; every seed file saved as it finishes, under its cell's
+identity), but writes no table and leaves ``params.yaml`` alone: raise those cells' ``runs``
+and ``dvc repro`` adopts the seeds and trains none. At ``--deadline`` (counted from the start)
+it starts no chunk that its estimate says would not end in time; run it again and it goes on
+where it stopped. ``--pack FILE`` writes the seed files of every cell it planned into one tar,
+for the trip back (``tar xf FILE`` in the other checkout). ``--dry-run`` prints the plan only.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from pipeline import config
+from pipeline.check import resolve_device_name
+from pipeline.engine import plan
+from pipeline.engine.spec import cell_spec
+from pipeline.paths import RUNS_ROOT
+from pipeline.progress import duration
+
+# The methods whose study cells the paper's claims compare CAD-Net with: APPNP and GCN
+# (Figure 1), and the best rivals of Figures 2-3 and Table 4 (GAT, GDC, SGC).
+CLAIM_RIVALS = ("appnp", "gcn", "gat", "gdc", "sgc")
+TIERS = ("Tables 2-3", "CAD-Net's study rows", "the claims' rivals", "the rest")
+
+
+class Job(NamedTuple):
+    """A cell of the queue: what it lacks and what that costs here."""
+    cell: config.Cell
+    tier: int
+    have: int  # seed files present (by name; the train loop checks each one's identity)
+    to_go: int
+    seconds: float | None  # estimated, None where no figure is measured
+
+
+def tier_of(cell: config.Cell) -> int:
+    if cell.study in config.TABLE_STUDIES:
+        return 0
+    if cell.method == "cadnet":
+        return 1
+    return 2 if cell.method in CLAIM_RIVALS else 3
+
+
+def seeds_present(cell: config.Cell, runs: int) -> int:
+    folder = RUNS_ROOT / cell.dataset / cell.method / cell.name
+    return sum((folder / f"seed_{seed:03d}.pt").exists() for seed in range(runs))
+
+
+def plan_jobs(params: dict, runs: int, device: str) -> list[Job]:
+    """Every cell short of ``runs`` seeds, in the queue's order."""
+    baselines = config.baseline_methods(params)
+    jobs = []
+    for cell in config.cells(params):
+        have = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
+        if have >= runs:
+            continue
+        measured = plan.measured_per_seed(cell.dataset, cell.method, device=device, baselines=baselines)
+        seconds = None if measured is None else measured[0] * (runs - have)
+        jobs.append(Job(cell, tier_of(cell), have, runs - have, seconds))
+    # unmeasured cells last in their tier: their cost is unknown
+    return sorted(jobs, key=lambda j: (j.tier, j.seconds is None, j.seconds or 0.0))
+
+
+def plan_lines(jobs: list[Job], runs: int, deadline: float | None, device: str) -> list[str]:
+    lines = [f"queue on {device}: {len(jobs)} cells short of {runs} seeds, in this order "
+             f"(estimates: the committed run's seconds per seed on {device})"]
+    total, passed = 0.0, False
+    for job in jobs:
+        if deadline is not None and not passed and job.seconds is not None and total + job.seconds > deadline:
+            lines.append(f"  -- the deadline ({duration(deadline)}) falls here --")
+            passed = True
+        total += job.seconds or 0.0
+        cost = "no measured figure" if job.seconds is None else f"~{duration(job.seconds)} (total ~{duration(total)})"
+        lines.append(f"  {TIERS[job.tier]}: {job.cell}: {job.have} -> {runs} seeds, {cost}")
+    unknown = sum(job.seconds is None for job in jobs)
+    lines.append(f"  all: ~{duration(total)}" + (f", plus {unknown} cells without a measured figure" if unknown else ""))
+    return lines
+
+
+def run_queue(params: dict, jobs: list[Job], runs: int, deadline: float | None, device_name: str) -> list[str]:
+    """Train the jobs' seeds family by family in the queue's order; what was trained, a line a family."""
+    import torch  # the dry run needs none of it
+
+    from pipeline import train
+
+    device = torch.device(device_name)
+    stop_at = None if deadline is None else time.monotonic() + deadline
+    done, graphs = [], {}
+    for tier in range(len(TIERS)):
+        families: dict[tuple[str, str], list[Job]] = {}
+        for job in (j for j in jobs if j.tier == tier):
+            families.setdefault((job.cell.dataset, job.cell.method), []).append(job)
+        for (dataset, method), family in families.items():
+            if stop_at is not None and time.monotonic() >= stop_at:
+                return done + ["deadline reached; run the queue again to go on"]
+            specs = [{**cell_spec(params, job.cell), "runs": runs} for job in family]
+            cells = [train.prepare_cell(params, spec, device, graphs) for spec in specs]
+            for group in train.replica_groups(cells):
+                finished = train.train_pending(params, group, (0, 1), device, stop_at=stop_at)
+                done.append(f"{dataset}/{method}: {', '.join(c.name for c in group)}"
+                            + ("" if finished else " (stopped at the deadline)"))
+                if not finished:
+                    return done + ["deadline reached; run the queue again to go on"]
+    return done
+
+
+def pack(jobs: list[Job], path: Path) -> int:
+    """The seed files of the jobs' cells into the tar ``path``; how many."""
+    files = [p for job in jobs for p in sorted((RUNS_ROOT / job.cell.dataset / job.cell.method / job.cell.name).glob("seed_*.pt"))]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w") as tar:
+        for file in files:
+            tar.add(file, arcname=str(file))
+    return len(files)
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``9m``, ``1.5h`` -> seconds."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 9m or 1.5h")
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.queue", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=100, help="seeds each cell should have (default 100)")
+    parser.add_argument("--deadline", type=parse_duration, default=None, help="stop starting work after this long: 90s, 9m, 1.5h")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, train nothing")
+    parser.add_argument("--pack", type=Path, default=None, help="write the planned cells' seed files into this tar")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        raise config.ConfigError(f"--runs: {args.runs}; allowed values: an integer >= 1")
+    params = config.load_params()
+    config.check_everything(params)
+    device = resolve_device_name(params.get("device", "auto"))
+    jobs = plan_jobs(params, args.runs, device)
+    print("\n".join(plan_lines(jobs, args.runs, args.deadline, device)), file=sys.stderr)
+    if args.dry_run:
+        return
+    for line in run_queue(params, jobs, args.runs, args.deadline, device):
+        print(f"queue: {line}", file=sys.stderr)
+    if args.pack is not None:
+        print(f"queue: {pack(jobs, args.pack)} seed files in {args.pack}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    config.run_main(main, kept="every seed file finished before it is kept")

@@ -1,0 +1,96 @@
+"""The queue for a lent machine (pipeline/queue.py): its order, a run on a small study end to end
+on the CPU (train, resume, pack, adopt), the deadline, and bad options."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from conftest import NO_VARIANTS, PROJECT_ROOT, read_params, train_cell, update_params, write_params
+from pipeline import config, queue
+from pipeline.engine import plan
+from pipeline.files import save_torch
+from test_adacad_batched import synthetic_graph
+
+
+def test_the_queue_orders_tables_then_cadnets_rows_then_the_claims_rivals_then_the_rest_cheapest_first(workdir, monkeypatch):
+    """The shipped params.yaml's plan: tiers in order, each cheapest first, unmeasured cells last
+    in their tier; every cell short of the target is in it once."""
+    cost = {"cadnet": 5.0, "appnp": 2.0, "gcn": 1.0, "gat": 40.0, "graph_unet": 300.0, "mixhop": 20.0}
+    monkeypatch.setattr(plan, "measured_per_seed", lambda dataset, method, **k: (cost[method], "x") if method in cost else None)
+    params = config.load_params()
+    jobs = queue.plan_jobs(params, 100, "cpu")
+    assert [j.tier for j in jobs] == sorted(j.tier for j in jobs)
+    for tier in range(4):
+        costs = [j.seconds for j in jobs if j.tier == tier]
+        known = [c for c in costs if c is not None]
+        assert known == sorted(known) and costs == known + [None] * (len(costs) - len(known))
+    assert {j.tier for j in jobs} == {0, 1, 2, 3}
+    assert all(j.tier == 1 for j in jobs if j.cell.method == "cadnet" and j.cell.study not in config.TABLE_STUDIES)
+    assert all(j.tier == 2 for j in jobs if j.cell.method in queue.CLAIM_RIVALS and j.cell.study not in config.TABLE_STUDIES)
+    short = [c for c in config.cells(params) if config.runs_for(params, c) < 100]
+    assert sorted(map(str, (j.cell for j in jobs))) == sorted(map(str, short))
+    assert all(j.to_go == 100 - config.runs_for(params, j.cell) for j in jobs)
+
+
+def _small_study(workdir):
+    """Synthetic Cora: Table 2's CAD-Net cell trained (2 seeds), a beta study of two cells not run."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, epochs=3, variants=NO_VARIANTS,
+                  baselines=NO_VARIANTS)
+    params = read_params(workdir)
+    params["studies"]["beta"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 0, "grid": {"beta": [0.2, 0.9]}}
+    write_params(workdir, params)
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    train_cell(["cora", "cadnet"])
+    return params
+
+
+def test_the_queue_trains_the_short_cells_seeds_and_the_stage_then_adopts_them(workdir, capsys):
+    """--runs 2 on the small study: the two beta cells' seeds, trained as one replica batch; no
+    table written; packed into one tar; a second queue has nothing to do; with the study's runs
+    raised to 2, the train stage trains none of them."""
+    params = _small_study(workdir)
+    tables = {p: p.read_bytes() for p in (workdir / "reports/eval").rglob("*") if p.is_file()}
+    capsys.readouterr()
+    queue.main(["--runs", "2", "--pack", "out/seeds.tar"])
+    err = capsys.readouterr().err
+    assert "queue on cpu: 2 cells short of 2 seeds" in err
+    assert "train cora/cadnet/2 cells as one batch (beta-beta=0.2 .. beta-beta=0.9): 4 seeds, 0 reused, 4 to train" in err
+    names = [f"data/runs/cora/cadnet/beta-beta={b}/seed_00{s}.pt" for b in (0.2, 0.9) for s in (0, 1)]
+    assert all((workdir / name).exists() for name in names)
+    assert {p: p.read_bytes() for p in (workdir / "reports/eval").rglob("*") if p.is_file()} == tables
+    with tarfile.open(workdir / "out/seeds.tar") as tar:
+        assert sorted(tar.getnames()) == names
+
+    queue.main(["--runs", "2"])
+    assert "queue on cpu: 0 cells short of 2 seeds" in capsys.readouterr().err
+
+    params["studies"]["beta"]["runs"] = 2
+    write_params(workdir, params)
+    train_cell(["cora", "cadnet"])
+    err = capsys.readouterr().err
+    assert "train cora/cadnet/2 cells as one batch (beta-beta=0.2 .. beta-beta=0.9): 4 seeds, 4 reused, 0 to train" in err
+    assert (workdir / "reports/eval/cora/cadnet/beta-beta=0.9.csv").exists()
+
+
+def test_a_dry_run_trains_nothing_and_a_passed_deadline_starts_nothing(workdir, capsys):
+    _small_study(workdir)
+    capsys.readouterr()
+    queue.main(["--runs", "2", "--dry-run"])
+    err = capsys.readouterr().err
+    assert "CAD-Net's study rows: cora/cadnet/beta-beta=0.2: 0 -> 2 seeds, ~" in err
+    assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
+    queue.main(["--runs", "2", "--deadline", "0s"])
+    assert "queue: deadline reached; run the queue again to go on" in capsys.readouterr().err
+    assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
+
+
+@pytest.mark.parametrize("args, message", [(["--deadline", "soon"], "--deadline: 'soon' is not a duration"),
+                                           (["--runs", "0"], "--runs: 0; allowed values: an integer >= 1")])
+def test_a_bad_option_is_one_line_naming_it(workdir, args, message):
+    run = subprocess.run([sys.executable, "-m", "pipeline.queue", *args], cwd=workdir, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"})
+    assert run.returncode != 0 and message in run.stderr and len(run.stderr.strip().splitlines()) <= 3
