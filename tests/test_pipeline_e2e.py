@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -488,6 +489,31 @@ def test_the_readmes_shares_of_one_cell_write_what_one_run_writes(project):
     assert pd.read_csv(table)[["seed", "test_acc", "selected_epoch"]].equals(committed[["seed", "test_acc", "selected_epoch"]])
 
 
+def test_the_readmes_queue_plans_then_trains_the_short_cells_and_packs_their_seeds(project):
+    """The README's queue, verbatim: the dry run trains nothing; the run brings every cell to 100
+    seeds (this project's 5 epochs on small graphs fit the deadline), writes no table, and packs
+    the seed files; a second dry run has nothing left. The seeds it added are removed after."""
+    runs = project.root / "data/runs"
+    before = set(runs.rglob("seed_*.pt"))
+    tracked = {p: p.read_bytes() for p in (project.root / "reports").rglob("*") if p.is_file()}
+    try:
+        dry = project.run(*readme_command("python -m pipeline.queue --runs 100 --deadline 9m --dry-run")).stderr
+        assert "Tables 2-3: cora/cadnet/main: 2 -> 100 seeds, ~" in dry and "the deadline" not in dry, dry[-3000:]
+        assert set(runs.rglob("seed_*.pt")) == before
+        proc = project.run(*readme_command("python -m pipeline.queue --runs 100 --deadline 9m --pack seeds.tar"), timeout=600)
+        assert "deadline reached" not in proc.stderr, proc.stderr[-3000:]
+        assert len(list((runs / "cora/cadnet/main").glob("seed_*.pt"))) == 100
+        with tarfile.open(project.root / "seeds.tar") as tar:
+            assert "data/runs/pubmed/gat_rw/variants/seed_099.pt" in tar.getnames()
+        assert {p: p.read_bytes() for p in tracked} == tracked
+        again = project.run(*readme_command("python -m pipeline.queue --runs 100 --deadline 9m --dry-run")).stderr
+        assert "cells short of 100 seeds" in again and "queue on cpu: 0 cells" in again, again[-3000:]
+    finally:
+        for path in set(runs.rglob("seed_*.pt")) - before:
+            path.unlink()
+        (project.root / "seeds.tar").unlink(missing_ok=True)
+
+
 def test_the_readmes_mirror_and_plan_commands(project, tmp_path):
     """`export CADNET_MIRROR=...` then `dvc repro`, as the README writes them (its ~/datasets/cadnet
     is the test's mirror here): the absolute path reaches the stages (the fixture's own `dvc repro`
@@ -591,6 +617,8 @@ README_COMMANDS = (
     r"dvc exp show --md --drop '.*' --keep 'Experiment|^runs$|.*\.cadnet\.test_acc\.mean'",
     "python -m pipeline.train pubmed rw --shard 0/2",
     "python -m pipeline.train pubmed rw --shard 1/2",
+    "python -m pipeline.queue --runs 100 --deadline 9m --dry-run",
+    "python -m pipeline.queue --runs 100 --deadline 9m --pack seeds.tar",
     "dvc repro -f -s plot",
     "dvc plots show reports/figures",
     "dvc exp run -S beta=0.9",
