@@ -17,6 +17,13 @@ written to ``data/processed`` is measured on its real graph; a dataset without o
 graph of its node, edge, feature and class counts (docs/SPEC.md), labelled "(synthetic)".
 Also: peak memory of one chunk of the automatic size, measured and estimated, per dataset, and
 a profile of one batched epoch on Cora.
+
+With ``--methods-on``, two more sections: the β study's cells of CAD-Net trained as replicas of
+one batch against one cell's chunk of the same size (ms per replica-epoch), and what is left of
+the paper at this run's figures: every cell short of 100 seeds on a measured dataset
+(:func:`pipeline.queue.plan_jobs`), its seeds to go times its method's batched ms per seed-epoch
+(one seed's where it has no batched form) times the epochs a seed of its family ran in the
+committed run (the paper's epochs where none ran), summed by study.
 """
 from __future__ import annotations
 
@@ -36,14 +43,16 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import APPNP
 
-from pipeline import config
+from pipeline import config, queue
+from pipeline.engine import plan
+from pipeline.progress import duration
 from pipeline.models.adacad_batched import estimate_peak_bytes
 from pipeline.models import REGISTRY
 from pipeline.paths import PROCESSED_ROOT
 from pipeline.preprocess import load_graph
 from pipeline.engine.splits import per_class_split
 from pipeline.stats import load_paper
-from pipeline.engine.loop import make_optimizer, train_chunk, train_seed
+from pipeline.engine.loop import Replica, make_optimizer, train_chunk, train_replicas, train_seed
 from pipeline.train import chunk_size, graph_sizes, in_fresh_processes, is_out_of_memory, resolve_device
 
 # an entry that reads another's settings (mixhop_l2) runs that one's network: its time is that one's
@@ -308,6 +317,64 @@ def measure_methods(dataset: str, params: dict, epochs: int, device: torch.devic
     return rows
 
 
+def time_replicas(dataset: str, params: dict, epochs: int, device: torch.device, seeds: int) -> tuple[float, float]:
+    """ms per replica-epoch of one batch of ``seeds`` replicas drawn from the β study's cells of
+    CAD-Net on ``dataset`` (one seed of each cell in turn), and of one cell's chunk of as many
+    seeds: what batching a study's cells together costs against a cell alone."""
+    graph = bench_graph(dataset, config.hparams_for(params, dataset))
+    study = params["studies"]["beta"]
+    cells = [config.Cell("beta", dataset, "cadnet", (("beta", b),)) for b in study["grid"]["beta"]]
+    hps = [dict(config.cell_hparams(params, cell), early_stop_window=0, epochs=epochs) for cell in cells]
+    if not has_real_graph(dataset):
+        hps = [dict(hp, split="per_class") for hp in hps]
+    replicas = [Replica(hps[k % len(hps)], k // len(hps)) for k in range(seeds)]
+    train_replicas(graph, [Replica(dict(r.hp, epochs=1), r.seed) for r in replicas], device)  # warm-up
+    mixed = train_replicas(graph, replicas, device)[0]["ms_per_seed_epoch"]
+    alone = train_chunk(graph, hps[0], list(range(seeds)), device)[0]["ms_per_seed_epoch"]
+    return mixed, alone
+
+
+def epochs_per_seed(dataset: str, method: str, params: dict, device: str) -> float:
+    """Epochs a seed of the family ran in the committed run (early stopping ends most before the
+    last), or the paper's epochs where none ran."""
+    ran = plan.epochs_per_seed(dataset, method, device=device)
+    return ran if ran is not None else float(config.hparams_for(params, dataset, method)["epochs"])
+
+
+def remaining_table(params: dict, measured: dict[str, list[dict]], device: torch.device) -> list[str]:
+    """What is left of the paper on the measured datasets, at this run's figures, by study."""
+    speed = {(dataset, r["method"]): r["batched"] if r["batched"] is not None else r["single"]
+             for dataset, rows in measured.items() for r in rows}
+    jobs = [j for j in queue.plan_jobs(params, RUNS, device.type) if j.cell.dataset in measured]
+    studies: dict[str, list] = {}
+    for job in jobs:
+        ms = speed.get((job.cell.dataset, REGISTRY[job.cell.method].hparams_of or job.cell.method))
+        seconds = None if ms is None else ms * epochs_per_seed(job.cell.dataset, job.cell.method, params, device.type) * job.to_go / 1000
+        studies.setdefault(job.cell.study, []).append((job, seconds))
+    lines = ["", f"What is left of the paper on {', '.join(measured)} at these figures: every cell short of {RUNS}",
+             "seeds, its seeds to go x its method's ms per seed-epoch above x the epochs a seed of its family ran in",
+             "the committed run (the paper's where none ran):", "",
+             "| study | cells | seeds to go | implied time | cells without a figure |", "|---|---|---|---|---|"]
+    total = 0.0
+    for study, rows in studies.items():
+        known = [s for _, s in rows if s is not None]
+        total += sum(known)
+        lines.append(f"| {study} | {len(rows)} | {sum(j.to_go for j, _ in rows)} | {duration(sum(known))} | "
+                     f"{len(rows) - len(known)} |")
+    lines.append(f"| all | {len(jobs)} | {sum(j.to_go for j in jobs)} | {duration(total)} | "
+                 f"{sum(s is None for rows in studies.values() for _, s in rows)} |")
+    return lines
+
+
+def replicas_lines(replicas: dict[str, tuple[float, float, int]]) -> list[str]:
+    lines = ["", "The β study's cells of CAD-Net as replicas of one batch (one seed of each cell in turn) against one",
+             "cell's chunk of as many seeds, ms per replica-epoch:", "",
+             "| dataset | replicas | β cells batched | one cell | ratio |", "|---|---|---|---|---|"]
+    for dataset, (mixed, alone, seeds) in replicas.items():
+        lines.append(f"| {dataset} | {seeds} | {mixed:.2f} | {alone:.2f} | {mixed / alone:.2f} |")
+    return lines
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -346,7 +413,7 @@ def machine(device: torch.device) -> str:
 
 
 def report(rows: list[dict], memory: dict, profile_text: str | None, device: torch.device, epochs: int,
-           variants: dict[str, list[dict]]) -> str:
+           variants: dict[str, list[dict]], extra: list[str] = ()) -> str:
     lines = [
         f"## {device.type.upper()}: {machine(device)}",
         "",
@@ -359,6 +426,7 @@ def report(rows: list[dict], memory: dict, profile_text: str | None, device: tor
         lines += engine_tables(rows, memory)
     for dataset, method_rows in variants.items():
         lines += methods_table(dataset, method_rows)
+    lines += list(extra)
     if profile_text is not None:
         lines += ["", f"Profile of the batched engine on Cora: one chunk of 100 seeds, {PROFILE_EPOCHS} epochs (training step",
                   "+ eval pass each), building the stacked model and sparse layouts included once:", "",
@@ -429,11 +497,15 @@ def main(argv: list[str]) -> None:
               if not r["dataset"].endswith("(synthetic)")}
     profile_text = profile_epoch(params, device) if has_real_graph("cora") and "cora" in args.datasets else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    variants = {}
+    variants, replicas = {}, {}
     for dataset in args.methods_on:  # the report so far is written after each dataset: hours on a CPU
         variants[dataset] = measure_methods(dataset, params, args.epochs, device, args.methods, args.timeout)
         args.out.write_text(report(rows, memory, profile_text, device, args.epochs, variants))
-    text = report(rows, memory, profile_text, device, args.epochs, variants)
+    for dataset in args.methods_on:
+        seeds = chunk_size(bench_graph(dataset, config.hparams_for(params, dataset)), config.hparams_for(params, dataset), params, RUNS)
+        replicas[dataset] = (*time_replicas(dataset, params, args.epochs, device, seeds), seeds)
+    extra = (replicas_lines(replicas) + remaining_table(params, variants, device)) if variants else []
+    text = report(rows, memory, profile_text, device, args.epochs, variants, extra)
     print(text)
     args.out.write_text(text)
 

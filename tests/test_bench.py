@@ -176,3 +176,38 @@ def test_a_chunk_killed_for_memory_is_tried_at_half_its_size(monkeypatch):
     assert rows[1]["chunk"] is None and rows[1]["batched"] is None
     table = "\n".join(bench.methods_table("cora", rows))
     assert "| gcn | 10.00 | - | 2.00 | - | 6 |" in table and "chunk of 12: out of memory" in table
+
+
+def test_the_beta_studys_cells_are_timed_as_replicas_of_one_batch(monkeypatch):
+    from test_adacad_batched import synthetic_graph
+
+    from pipeline import config
+
+    monkeypatch.setattr(bench, "bench_graph", lambda dataset, hp: synthetic_graph())
+    monkeypatch.setattr(bench, "has_real_graph", lambda dataset: True)
+    batched = []
+    real = bench.train_replicas
+    monkeypatch.setattr(bench, "train_replicas", lambda g, replicas, *a, **k: batched.append(replicas) or real(g, replicas, *a, **k))
+    mixed, alone = bench.time_replicas("cora", config.load_params(), 1, torch.device("cpu"), 25)
+    assert mixed > 0 and alone > 0
+    timed = batched[-1]
+    assert len(timed) == 25 and len({r.hp["beta"] for r in timed}) == 21 and [r.seed for r in timed[:22]] == [0] * 21 + [1]
+
+
+def test_what_is_left_is_each_short_cells_seeds_to_go_times_its_methods_figure(monkeypatch):
+    """Two short cells at hand-set figures: 98 seeds x 2 ms x 50 epochs and 100 x 10 ms x 200
+    epochs; a cell of a method not measured is counted as without a figure."""
+    from pipeline import config, queue
+
+    jobs = [queue.Job(config.Cell("beta", "cora", "cadnet", (("beta", 0.5),)), 1, 2, 98, None),
+            queue.Job(config.Cell("label_rates", "cora", "gcn", (("train_per_class", 5),)), 2, 0, 100, None),
+            queue.Job(config.Cell("label_rates", "cora", "gat", (("train_per_class", 5),)), 2, 0, 100, None)]
+    monkeypatch.setattr(queue, "plan_jobs", lambda params, runs, device: jobs)
+    monkeypatch.setattr(bench.plan, "epochs_per_seed", lambda dataset, method, device: {"cadnet": 50.0}.get(method))
+    params = config.load_params()
+    params["method_hparams"]["gcn"]["epochs"] = 200
+    measured = {"cora": [{"method": "cadnet", "single": 9.0, "batched": 2.0}, {"method": "gcn", "single": 10.0, "batched": None}]}
+    text = "\n".join(bench.remaining_table(params, measured, torch.device("cpu")))
+    assert "| beta | 1 | 98 | 10 s | 0 |" in text  # 98 x 2 ms x 50 = 9.8 s
+    assert "| label_rates | 2 | 200 | 3.3 min | 1 |" in text  # 100 x 10 ms x 200; GAT unmeasured
+    assert "| all | 3 | 298 | 3.5 min | 1 |" in text

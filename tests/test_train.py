@@ -466,8 +466,11 @@ def _stage_process(workdir, *argv: str) -> subprocess.Popen:
 
     check.write_specs(config.load_params())  # as the check stage would have before it
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "DVC_NO_ANALYTICS": "1"}
+    # Ctrl-C as a terminal sends it, even where pytest itself runs as a background job (whose
+    # children inherit SIGINT ignored, so Python would install no handler for it)
     return subprocess.Popen([sys.executable, "-m", *argv], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for(condition, seconds: float = 60.0) -> None:

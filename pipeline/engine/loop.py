@@ -162,7 +162,9 @@ def train_replicas(graph: dict, replicas: list[Replica], device: torch.device | 
     best_gamma = torch.zeros(graph["y"].size(0), S, device=device)
 
     start = time.perf_counter()
-    epoch_bar = progress.inner(hp["epochs"], f"  seeds {seeds[0]}-{seeds[-1]}", "epoch")
+    cells = len({id(r.hp) for r in replicas})
+    label = f"seeds {seeds[0]}-{seeds[-1]}" if cells == 1 else f"{S} replicas of {cells} cells"
+    epoch_bar = progress.inner(hp["epochs"], f"  {label}", "epoch")
     for epoch in range(1, hp["epochs"] + 1):
         net.train()
         optimizer.zero_grad()

@@ -71,6 +71,15 @@ def _figure(dataset: str, method: str, eval_root: Path, device: str) -> Figure |
                   sorted({r.get("device") or "cpu" for r in rows}))
 
 
+def epochs_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, device: str = "cpu") -> float | None:
+    """The mean epochs a seed of the family ran in the committed run (early stopping ends most
+    before the last), or None where none ran."""
+    figure = _figure(dataset, method, eval_root, device)
+    if figure is None or not figure.ms_per_seed_epoch:
+        return None
+    return 1000 * figure.seconds_per_seed / figure.ms_per_seed_epoch
+
+
 def _other_datasets(eval_root: Path, dataset: str) -> list[str]:
     """The datasets with committed tables besides ``dataset`` (none before any run)."""
     return sorted(p.name for p in eval_root.iterdir() if p.is_dir() and p.name != dataset) if eval_root.is_dir() else []
