@@ -47,10 +47,10 @@ from pipeline.models.adacad_batched import estimate_peak_bytes
 from pipeline.files import meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
 from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
-from pipeline.engine.loop import BATCH_SETTINGS, SPLIT_SETTINGS, Replica, TrainingError, train_chunk, train_replicas, train_seed
+from pipeline.engine.loop import (Replica, TrainingError, settings_free_within_a_batch, train_chunk, train_replicas,
+                                  train_seed)
 from pipeline.engine.spec import cell_name, cell_of, current_family, seed_identity, spec_hash
 from pipeline.engine.splits import split_masks
-from pipeline.models import REGISTRY
 from pipeline.report.tables import WRITTEN_NAME, epoch_summary, family_tables, gamma_histogram, per_seed_table, table_paths
 
 SEED_FILE = re.compile(r"seed_(\d+)\.pt")
@@ -476,11 +476,10 @@ def replica_groups(cells: list[PreparedCell]) -> list[list[PreparedCell]]:
     cell with its label-rate and random-split cells. Every other cell is a batch of its own."""
     groups: dict = {}
     for cell in cells:
-        entry = REGISTRY[cell.spec["method"]]
-        if cell.spec["engine"] != "batched" or not entry.chunk_independent or "chunking" in cell.spec:
+        free = settings_free_within_a_batch(cell.spec["method"])
+        if cell.spec["engine"] != "batched" or not free or "chunking" in cell.spec:
             groups[("alone", cell.name)] = [cell]
             continue
-        free = set(SPLIT_SETTINGS) | set(entry.replica_settings) | set(BATCH_SETTINGS)
         shared = tuple(sorted((k, repr(v)) for k, v in cell.hp.items() if k not in free))
         groups.setdefault((cell.rule, shared), []).append(cell)
     return list(groups.values())

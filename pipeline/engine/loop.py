@@ -47,15 +47,22 @@ SPLIT_SETTINGS = ("split", "train_per_class", "val_per_class", "subset_seed")
 BATCH_SETTINGS = ("seed_chunk",)
 
 
+def settings_free_within_a_batch(method: str) -> set[str]:
+    """The settings that may differ between the replicas of one batch of ``method``: none for a
+    method whose seeds share their batch's dropout stream (only a cell's own seeds batch)."""
+    entry = REGISTRY[method]
+    if not entry.chunk_independent:
+        return set()
+    return set(SPLIT_SETTINGS) | set(entry.replica_settings) | set(BATCH_SETTINGS)
+
+
 def differing_settings(replicas: list[Replica], method: str) -> dict[str, list]:
     """The values, one per replica, of the method's ``replica_settings`` that differ between
     ``replicas``; an error where they differ in anything else that a batch must share."""
     entry = REGISTRY[method]
     keys = sorted(set().union(*(r.hp for r in replicas)))
     differ = [k for k in keys if len({repr(r.hp.get(k)) for r in replicas}) > 1]
-    may = set(SPLIT_SETTINGS) | set(entry.replica_settings) | set(BATCH_SETTINGS)
-    if differ and not entry.chunk_independent:
-        may = set()  # its seeds share the batch's dropout stream: only a cell's own seeds batch
+    may = settings_free_within_a_batch(method)
     if set(differ) - may:
         raise ValueError(f"replicas of {method} differ in {sorted(set(differ) - may)}, which one batch must share")
     return {k: [r.hp[k] for r in replicas] for k in differ if k in entry.replica_settings}
