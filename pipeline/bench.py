@@ -1,38 +1,45 @@
-"""Benchmark: ``python -m pipeline.bench [--epochs N] [--datasets ...] [--out reports/bench.md]``.
+"""Benchmark: ``python -m pipeline.bench [--epochs N] [--datasets ...] [--methods-on ...]``.
 
-Not a test and not a DVC stage: it prints figures measured in one run on the current device
-(CUDA when present) and writes them to ``reports/bench.md``:
-(a) the single-seed path (:func:`pipeline.engine.loop.train_seed`, one seed at a time),
-(b) the batched engine (:func:`pipeline.engine.loop.train_chunk`, a chunk of seeds at once),
-(c) PyG's APPNP (K=10, alpha=0.1, hidden 64) trained one seed at a time with the same loop,
-(d) the authors' setup: one seed at a time, the dense feature matrix, PyG message passing (the
-single-seed network of (a) fed ``X`` dense, as their demo scripts feed it; written here from
-docs/SPEC.md, not their code),
-as ms per seed-epoch (a training step plus the eval-mode pass), the wall time they imply for
-100 seeds at the paper's epochs (no early stopping), and the ratios b/a, b/c and d/b (the
-batched engine's speed-up over the authors' setup).
+Not a test and not a DVC stage. It measures on the current device (CUDA when present), records
+each section's figures per dataset in ``reports/bench/<device>/<dataset>.json`` (with date,
+commit and machine; a section measured again replaces its old figures, the others stay) and
+writes ``reports/bench_<device>.md`` from every figure recorded for that device
+(``--report-only``: rewrite it without measuring). The sections:
 
-Every dataset whose graph ``dvc repro`` (or ``python -m pipeline.preprocess <dataset>``) has
-written to ``data/processed`` is measured on its real graph; a dataset without one on a random
-graph of its node, edge, feature and class counts (docs/SPEC.md), labelled "(synthetic)".
-Also: peak memory of one chunk of the automatic size, measured and estimated, per dataset, and
-a profile of one batched epoch on Cora.
+- engines: CAD-Net's
+  (a) single-seed path (:func:`pipeline.engine.loop.train_seed`, one seed at a time),
+  (b) batched engine (:func:`pipeline.engine.loop.train_chunk`, a chunk of seeds at once),
+  (c) PyG's APPNP (K=10, alpha=0.1, hidden 64) trained one seed at a time with the same loop,
+  (d) the authors' setup: one seed at a time, the dense feature matrix, PyG message passing
+  (the single-seed network of (a) fed ``X`` dense, as their demo scripts feed it; written here
+  from docs/SPEC.md, not their code),
+  as ms per seed-epoch (a training step plus the eval-mode pass), the wall time they imply for
+  100 seeds at the paper's epochs (no early stopping), and the ratios b/a, b/c and d/b (the
+  batched engine's speed-up over the authors' setup). A dataset whose graph ``dvc repro`` has
+  not written to ``data/processed`` is measured on a random graph of its node, edge, feature and
+  class counts (docs/SPEC.md), labelled "(synthetic)".
+- memory: peak memory of one chunk of the automatic size, measured against the estimate.
+- profile (Cora): one batched chunk under torch's profiler.
+- methods (``--methods-on``): every registry method, one seed and batched (Table B.8's measure).
+- replicas (``--methods-on``): the β study's cells of CAD-Net as replicas of one batch against
+  one cell's chunk of the same size.
 
-With ``--methods-on``, two more sections: the β study's cells of CAD-Net trained as replicas of
-one batch against one cell's chunk of the same size (ms per replica-epoch), and what is left of
-the paper at this run's figures: every cell short of 100 seeds on a measured dataset
-(:func:`pipeline.queue.plan_jobs`), its seeds to go times its method's batched ms per seed-epoch
-(one seed's where it has no batched form) times the epochs a seed of its family ran in the
-committed run (the paper's epochs where none ran), summed by study.
+The report opens with the speed goals beside the figures that check them, and closes with what
+is left of the paper at these figures: every cell short of 100 seeds on a dataset with method
+figures (:func:`pipeline.queue.plan_jobs`), its seeds to go times its method's batched ms per
+seed-epoch (one seed's where it has no batched form) times the epochs a seed of its family ran
+in the committed run (the paper's epochs where none ran), summed by study.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from functools import partial
@@ -47,8 +54,10 @@ from pipeline import config, queue
 from pipeline.engine import plan
 from pipeline.progress import duration
 from pipeline.models.adacad_batched import estimate_peak_bytes
-from pipeline.models import REGISTRY
-from pipeline.paths import PROCESSED_ROOT
+from pipeline.models import BASELINES, REGISTRY
+from pipeline.errors import DataError
+from pipeline.files import write_text_atomic
+from pipeline.paths import BENCH_REPORT, BENCH_ROOT, PROCESSED_ROOT
 from pipeline.preprocess import load_graph
 from pipeline.engine.splits import per_class_split
 from pipeline.stats import load_paper
@@ -62,6 +71,13 @@ TIMED_BY_DEFAULT = tuple(name for name, entry in REGISTRY.items() if not entry.h
 ASSUMED_NNZ_PER_NODE = {"pubmed": 50, "computers": 260, "photo": 260, "cs": 50, "physics": 50}
 RUNS = 100
 PROFILE_EPOCHS = 5
+SECTIONS = ("engines", "memory", "methods", "replicas", "profile")
+# The speed goals the report checks (issue "A lent GPU runs the rest of the paper"): CAD-Net
+# batched per seed against the authors' setup, each batchable baseline batched against one seed
+# at a time, and what is left of the paper on one H200.
+GOAL_VS_AUTHORS = {"cpu": 30, "cuda": 100}
+GOAL_BATCHED_SPEEDUP = 4
+GOAL_REMAINING_S = 45 * 60
 
 
 def synthetic_graph(dataset: str, hp: dict, seed: int = 0) -> dict:
@@ -341,66 +357,6 @@ def epochs_per_seed(dataset: str, method: str, params: dict, device: str) -> flo
     return ran if ran is not None else float(config.hparams_for(params, dataset, method)["epochs"])
 
 
-def remaining_table(params: dict, measured: dict[str, list[dict]], device: torch.device) -> list[str]:
-    """What is left of the paper on the measured datasets, at this run's figures, by study."""
-    speed = {(dataset, r["method"]): r["batched"] if r["batched"] is not None else r["single"]
-             for dataset, rows in measured.items() for r in rows}
-    jobs = [j for j in queue.plan_jobs(params, RUNS, device.type) if j.cell.dataset in measured]
-    studies: dict[str, list] = {}
-    for job in jobs:
-        ms = speed.get((job.cell.dataset, REGISTRY[job.cell.method].hparams_of or job.cell.method))
-        seconds = None if ms is None else ms * epochs_per_seed(job.cell.dataset, job.cell.method, params, device.type) * job.to_go / 1000
-        studies.setdefault(job.cell.study, []).append((job, seconds))
-    lines = ["", f"What is left of the paper on {', '.join(measured)} at these figures: every cell short of {RUNS}",
-             "seeds, its seeds to go x its method's ms per seed-epoch above x the epochs a seed of its family ran in",
-             "the committed run (the paper's where none ran):", "",
-             "| study | cells | seeds to go | implied time | cells without a figure |", "|---|---|---|---|---|"]
-    total = 0.0
-    for study, rows in studies.items():
-        known = [s for _, s in rows if s is not None]
-        total += sum(known)
-        lines.append(f"| {study} | {len(rows)} | {sum(j.to_go for j, _ in rows)} | {duration(sum(known))} | "
-                     f"{len(rows) - len(known)} |")
-    lines.append(f"| all | {len(jobs)} | {sum(j.to_go for j in jobs)} | {duration(total)} | "
-                 f"{sum(s is None for rows in studies.values() for _, s in rows)} |")
-    return lines
-
-
-def replicas_lines(replicas: dict[str, tuple[float, float, int]]) -> list[str]:
-    lines = ["", "The β study's cells of CAD-Net as replicas of one batch (one seed of each cell in turn) against one",
-             "cell's chunk of as many seeds, ms per replica-epoch:", "",
-             "| dataset | replicas | β cells batched | one cell | ratio |", "|---|---|---|---|---|"]
-    for dataset, (mixed, alone, seeds) in replicas.items():
-        lines.append(f"| {dataset} | {seeds} | {mixed:.2f} | {alone:.2f} | {mixed / alone:.2f} |")
-    return lines
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def methods_table(dataset: str, rows: list[dict]) -> list[str]:
-    paper = load_paper()["ms_per_epoch"]
-    appnp = next((r for r in rows if r["method"] == "appnp"), {"single": None, "batched": None})
-    lines = ["", f"Every method of the registry on {dataset} (Table B.8's measure), one run: ms per epoch of one",
-             "seed, ms per seed-epoch batched (one chunk), each over APPNP's in the same run, and the",
-             "paper's GTX 1080 Ti figure over its APPNP figure:", "",
-             "| method | one seed ms | / APPNP | batched ms / seed | / APPNP batched | chunk | paper ms | paper / APPNP | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    paper_appnp = paper.get("appnp", {}).get(dataset)
-    for r in rows:
-        theirs = paper.get(r["method"], {}).get(dataset)
-        theirs_ratio = (f"{theirs / paper_appnp:.2f}" if isinstance(theirs, float) and paper_appnp else "-")
-        lines.append(f"| {r['method']} | {_ms(r['single'])} | {_ratio(r['single'], appnp['single'])} | "
-                     f"{_ms(r['batched'])} | {_ratio(r['batched'], appnp['batched'])} | {r['chunk'] or '-'} | "
-                     f"{theirs if theirs is not None else '-'} | {theirs_ratio} | {r.get('note') or ''} |")
-    return lines
-
-
-def _ratio(value: float | None, appnp: float | None) -> str:
-    return "-" if value is None or not appnp else f"{value / appnp:.2f}"
-
-
 def machine(device: torch.device) -> str:
     cpu = platform.processor() or "unknown CPU"
     if Path("/proc/cpuinfo").exists():
@@ -412,68 +368,245 @@ def machine(device: torch.device) -> str:
     return text
 
 
-def report(rows: list[dict], memory: dict, profile_text: str | None, device: torch.device, epochs: int,
-           variants: dict[str, list[dict]], extra: list[str] = ()) -> str:
-    lines = [
-        f"## {device.type.upper()}: {machine(device)}",
-        "",
-        f"Generated by `python -m pipeline.bench` on {time.strftime('%Y-%m-%d')}. ms per seed-epoch = one training",
-        f"step plus the eval-mode pass, median over {epochs} epochs after a warm-up; batched = the",
-        "chunk's epoch time divided by its seeds. Wall times for 100 seeds are implied by those",
-        "figures at the paper's epochs without early stopping (early stopping only shortens them).",
-    ]
-    if rows:
-        lines += engine_tables(rows, memory)
-    for dataset, method_rows in variants.items():
-        lines += methods_table(dataset, method_rows)
-    lines += list(extra)
-    if profile_text is not None:
-        lines += ["", f"Profile of the batched engine on Cora: one chunk of 100 seeds, {PROFILE_EPOCHS} epochs (training step",
-                  "+ eval pass each), building the stacked model and sparse layouts included once:", "",
-                  "```", profile_text, "```"]
-    return "\n".join(lines + [""])
+# --- the figures, kept per device and dataset ------------------------------------------------
+
+def code_version() -> str:
+    """The commit measured, ``+`` where the measured code (pipeline/) differs from it."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+    commit = git("rev-parse", "--short", "HEAD") or "-"
+    return commit + ("+" if git("status", "--porcelain", "--", "pipeline") else "")
 
 
-def engine_tables(rows: list[dict], memory: dict) -> list[str]:
+def figures_file(device_type: str, dataset: str, root: Path = BENCH_ROOT) -> Path:
+    return root / device_type / f"{dataset}.json"
+
+
+def read_figures(device_type: str, root: Path = BENCH_ROOT) -> dict[str, dict]:
+    """Every recorded section on ``device_type``: ``{dataset: {section: entry}}``."""
+    figures = {}
+    for path in sorted((root / device_type).glob("*.json")):
+        try:
+            figures[path.stem] = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise DataError(f"{path}: not a figures file ({err}); delete it and measure again") from err
+    return figures
+
+
+def record(device_type: str, dataset: str, section: str, figures, epochs: int, machine_text: str,
+           root: Path = BENCH_ROOT) -> None:
+    """Store one section's figures for one dataset, with when, at which commit and on what they
+    were measured; the dataset's other sections stay as they were."""
+    path = figures_file(device_type, dataset, root)
+    entries = read_figures(device_type, root).get(dataset, {}) if path.exists() else {}
+    entries[section] = {"figures": figures, "date": time.strftime("%Y-%m-%d"), "commit": code_version(),
+                        "machine": machine_text, "epochs": epochs}
+    write_text_atomic(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
+
+
+# --- the report -------------------------------------------------------------------------------
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _ratio(value: float | None, appnp: float | None) -> str:
+    return "-" if value is None or not appnp else f"{value / appnp:.2f}"
+
+
+def _speedup(single: float | None, batched: float | None) -> float | None:
+    return None if single is None or not batched else single / batched
+
+
+def engine_tables(engines: dict[str, dict], memory: dict[str, float]) -> list[str]:
     """CAD-Net's engines against APPNP and the authors' setup, and the chunk's peak memory."""
     lines = [
-        "",
+        "", "## CAD-Net's engines", "",
+        "(a) one seed at a time, (b) the batched engine (one chunk of seeds at once), (c) PyG's APPNP",
+        "(K=10, α=0.1, hidden 64) one seed at a time, (d) the authors' setup (one seed at a time, the",
+        "dense feature matrix, PyG message passing); 100 seeds implied at the paper's epochs:", "",
         "| dataset | (a) single ms | (b) batched ms | (c) APPNP ms | (d) authors' setup ms | b/a | b/c | d/b | chunk "
         "| (a) 100 seeds | (b) 100 seeds | (c) 100 seeds | (d) 100 seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    for r in engines.values():
         lines.append(
             f"| {r['dataset']} | {r['single_ms']:.2f} | {r['batched_ms']:.2f} | {r['appnp_ms']:.2f} | "
             f"{r['authors_ms']:.2f} | {r['batched_ms'] / r['single_ms']:.3f} | {r['batched_ms'] / r['appnp_ms']:.3f} | "
             f"{r['authors_ms'] / r['batched_ms']:.1f} | {r['chunk']} | {r['single_100_s']:.0f} s | "
-            f"{r['batched_100_s']:.0f} s | {r['appnp_100_s']:.0f} s | {r['authors_100_s']:.0f} s |"
-        )
+            f"{r['batched_100_s']:.0f} s | {r['appnp_100_s']:.0f} s | {r['authors_100_s']:.0f} s |")
     lines += ["", "Peak memory of one chunk of the automatic size (training step, float32; measured: extra",
               "RSS over the loaded graph in a fresh process on CPU, the allocator's peak on CUDA):", "",
               "| dataset | auto chunk (budget) | estimated, that chunk | measured, that chunk | estimated, 100 seeds |",
               "|---|---|---|---|---|"]
-    for r in rows:
-        name = r["dataset"].split()[0]
+    for name, r in engines.items():
         measured = f"{memory[name]:.2f} GiB" if name in memory else "- (synthetic)"
         lines.append(f"| {r['dataset']} | {r['chunk']} | {r['estimate_chunk_gb']:.2f} GiB | {measured} | "
                      f"{r['estimate_100_gb']:.2f} GiB |")
     return lines
 
 
+def methods_table(dataset: str, rows: list[dict]) -> list[str]:
+    paper = load_paper()["ms_per_epoch"]
+    appnp = next((r for r in rows if r["method"] == "appnp"), {"single": None, "batched": None})
+    lines = ["", f"## Every method on {dataset}", "",
+             "Table B.8's measure, one run: ms per epoch of one seed, ms per seed-epoch batched (one chunk),",
+             "each over APPNP's in the same run, the batched speed-up (one seed's ms over batched ms per seed),",
+             "and the paper's GTX 1080 Ti figure over its APPNP figure:", "",
+             "| method | one seed ms | / APPNP | batched ms / seed | / APPNP batched | speed-up batched | chunk "
+             "| paper ms | paper / APPNP | note |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    paper_appnp = paper.get("appnp", {}).get(dataset)
+    for r in rows:
+        theirs = paper.get(r["method"], {}).get(dataset)
+        theirs_ratio = (f"{theirs / paper_appnp:.2f}" if isinstance(theirs, float) and paper_appnp else "-")
+        speedup = _speedup(r["single"], r["batched"])
+        lines.append(f"| {r['method']} | {_ms(r['single'])} | {_ratio(r['single'], appnp['single'])} | "
+                     f"{_ms(r['batched'])} | {_ratio(r['batched'], appnp['batched'])} | "
+                     f"{'-' if speedup is None else f'{speedup:.1f}x'} | {r['chunk'] or '-'} | "
+                     f"{theirs if theirs is not None else '-'} | {theirs_ratio} | {r.get('note') or ''} |")
+    return lines
+
+
+def replicas_lines(replicas: dict[str, dict]) -> list[str]:
+    lines = ["", "## Replicas across settings", "",
+             "The β study's cells of CAD-Net as replicas of one batch (one seed of each cell in turn) against one",
+             "cell's chunk of as many seeds, ms per replica-epoch:", "",
+             "| dataset | replicas | β cells batched | one cell | ratio |", "|---|---|---|---|---|"]
+    for dataset, r in replicas.items():
+        lines.append(f"| {dataset} | {r['seeds']} | {r['mixed']:.2f} | {r['alone']:.2f} | {r['mixed'] / r['alone']:.2f} |")
+    return lines
+
+
+def remaining_seconds(params: dict, methods: dict[str, list[dict]], device_type: str) -> dict[str, list]:
+    """What is left of the paper on the measured datasets, by study: ``[cells, seeds to go,
+    seconds, cells without a figure]``, each short cell costed at its seeds to go times its
+    method's batched ms per seed-epoch (one seed's where it has none) times the epochs a seed of
+    its family ran in the committed run (the paper's where none ran)."""
+    speed = {(dataset, r["method"]): r["batched"] if r["batched"] is not None else r["single"]
+             for dataset, rows in methods.items() for r in rows}
+    studies: dict[str, list] = {}
+    for job in queue.plan_jobs(params, RUNS, device_type):
+        if job.cell.dataset not in methods:
+            continue
+        row = studies.setdefault(job.cell.study, [0, 0, 0.0, 0])
+        ms = speed.get((job.cell.dataset, REGISTRY[job.cell.method].hparams_of or job.cell.method))
+        row[0] += 1
+        row[1] += job.to_go
+        if ms is None:
+            row[3] += 1
+        else:
+            row[2] += ms * epochs_per_seed(job.cell.dataset, job.cell.method, params, device_type) * job.to_go / 1000
+    return studies
+
+
+def remaining_lines(studies: dict[str, list], datasets: list[str]) -> list[str]:
+    lines = ["", "## What is left of the paper", "",
+             f"On {', '.join(datasets)}: every cell short of {RUNS} seeds, its seeds to go x its method's ms per",
+             "seed-epoch above x the epochs a seed of its family ran in the committed run (the paper's where none",
+             "ran):", "", "| study | cells | seeds to go | implied time | cells without a figure |", "|---|---|---|---|---|"]
+    for study, (cells, to_go, seconds, unknown) in studies.items():
+        lines.append(f"| {study} | {cells} | {to_go} | {duration(seconds)} | {unknown} |")
+    total = [sum(row[k] for row in studies.values()) for k in range(4)]
+    lines.append(f"| all | {total[0]} | {total[1]} | {duration(total[2])} | {total[3]} |")
+    return lines
+
+
+def goals_table(device_type: str, engines: dict[str, dict], methods: dict[str, list[dict]],
+                studies: dict[str, list] | None) -> list[str]:
+    """The speed goals, each with the figure measured on this device beside it."""
+    lines = ["", "## Goals", "", "| goal | measured | target | met |", "|---|---|---|---|"]
+
+    def row(goal: str, value: float | None, shown: str, target: float, target_text: str, more_is_better=True):
+        met = "-" if value is None else ("yes" if (value >= target if more_is_better else value <= target) else "no")
+        lines.append(f"| {goal} | {shown if value is not None else 'not measured'} | {target_text} | {met} |")
+
+    cora = engines.get("cora")
+    d_over_b = None if cora is None else cora["authors_ms"] / cora["batched_ms"]
+    target = GOAL_VS_AUTHORS[device_type] if device_type in GOAL_VS_AUTHORS else GOAL_VS_AUTHORS["cpu"]
+    row("CAD-Net on Cora, batched, per seed against the authors' setup (d/b)", d_over_b,
+        f"{d_over_b:.1f}x" if d_over_b else "", target, f"≥ {target}x")
+    for dataset, rows in methods.items():
+        for r in rows:
+            if r["method"] not in BASELINES or not REGISTRY[r["method"]].batched:
+                continue
+            speedup = _speedup(r["single"], r["batched"])
+            row(f"{r['method']} on {dataset}, batched against one seed at a time", speedup,
+                f"{speedup:.1f}x" if speedup else "", GOAL_BATCHED_SPEEDUP, f"≥ {GOAL_BATCHED_SPEEDUP}x")
+    if studies is not None:
+        seconds = sum(r[2] for r in studies.values())
+        unknown = sum(r[3] for r in studies.values())
+        shown = duration(seconds) + (f" (+{unknown} cells without a figure)" if unknown else "")
+        target = "≤ 45 min on one H200" + ("" if device_type == "cuda" else " (a CUDA goal; here for scale)")
+        met = "-" if device_type != "cuda" else ("yes" if seconds <= GOAL_REMAINING_S and not unknown else "no")
+        lines.append(f"| what is left of the paper on {', '.join(methods)}, {RUNS} seeds a cell | {shown} | {target} | {met} |")
+    return lines
+
+
+def provenance_lines(figures: dict[str, dict]) -> list[str]:
+    lines = ["", "## Where each figure came from", "",
+             "| dataset | section | date | commit | machine | timed epochs |", "|---|---|---|---|---|---|"]
+    for dataset, sections in figures.items():
+        for section in SECTIONS:
+            if section in sections:
+                e = sections[section]
+                lines.append(f"| {dataset} | {section} | {e['date']} | {e['commit']} | {e['machine']} | {e['epochs']} |")
+    return lines
+
+
+def report(device_type: str, params: dict, root: Path = BENCH_ROOT) -> str:
+    """The device's page, from every figure recorded for it."""
+    figures = read_figures(device_type, root)
+
+    def section(name: str) -> dict:
+        return {d: s[name]["figures"] for d, s in figures.items() if name in s}
+
+    engines, memory, methods = section("engines"), section("memory"), section("methods")
+    replicas, profiles = section("replicas"), section("profile")
+    studies = remaining_seconds(params, methods, device_type) if methods else None
+    lines = [f"# Benchmark on {device_type.upper()}", "",
+             f"Generated by `python -m pipeline.bench` from the figures in `{root / device_type}/` (one file per",
+             "dataset; every section keeps its date, commit and machine, listed at the end); `--report-only`",
+             "rewrites this page from them. ms per seed-epoch = one training step plus the eval-mode pass,",
+             "median over the timed epochs after a warm-up; batched = the chunk's epoch time over its seeds.",
+             "Only ratios measured in one run carry across machines."]
+    lines += goals_table(device_type, engines, methods, studies)
+    if engines:
+        lines += engine_tables(engines, {d: m["gib"] for d, m in memory.items()})
+    for dataset, rows in methods.items():
+        lines += methods_table(dataset, rows)
+    if replicas:
+        lines += replicas_lines(replicas)
+    if studies is not None:
+        lines += remaining_lines(studies, list(methods))
+    for dataset, p in profiles.items():
+        lines += ["", f"## Profile on {dataset}", "",
+                  f"The batched engine: one chunk of {RUNS} seeds, {PROFILE_EPOCHS} epochs (training step + eval pass",
+                  "each), building the stacked model and sparse layouts included once:", "", "```", p["text"], "```"]
+    lines += provenance_lines(figures)
+    return "\n".join(lines + [""])
+
+
+def report_file(device_type: str) -> Path:
+    return BENCH_REPORT.with_name(BENCH_REPORT.name.format(device=device_type))
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per measurement")
     parser.add_argument("--datasets", nargs="*", default=list(config.DATASETS),
-                        help="datasets of the engines table (none: skip it)")
+                        help="datasets of CAD-Net's engines, memory and (Cora) profile sections (none: skip them)")
     parser.add_argument("--methods-on", nargs="*", default=["cora"],
-                        help="datasets on which to time every registry method, one seed and batched (none: skip)")
+                        help="datasets on which to time every registry method, one seed and batched, and the "
+                             "β study's replicas (none: skip)")
     parser.add_argument("--methods", nargs="+", default=list(TIMED_BY_DEFAULT),
                         help="registry methods timed on the --methods-on datasets (default: all but those "
                              "that read another's settings, e.g. mixhop_l2: MixHop's network, MixHop's time)")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds each method's measurement may take (in a process of its own) before it is stopped")
-    parser.add_argument("--out", type=Path, default=Path("reports/bench.md"))
+    parser.add_argument("--report-only", action="store_true",
+                        help="measure nothing: rewrite the device's report from its recorded figures")
     args = parser.parse_args(argv)
     for name in args.datasets + args.methods_on:
         config.check_choice("datasets", name, config.DATASETS)
@@ -483,31 +616,36 @@ def main(argv: list[str]) -> None:
         raise config.ConfigError(f"--timeout: got {args.timeout}; allowed values: seconds > 0")
     params = config.load_params()
     device = resolve_device(params.get("device", "auto"))
+    out = report_file(device.type)
+    if args.report_only:
+        write_text_atomic(out, report(device.type, params, BENCH_ROOT))
+        print(f"{out}: rewritten from {BENCH_ROOT / device.type}/")
+        return
     exit_on_sigterm()
+    who = machine(device)
 
-    rows = []
+    def keep(dataset: str, section: str, figures) -> None:  # each section lands as it is measured
+        record(device.type, dataset, section, figures, args.epochs, who, BENCH_ROOT)
+        write_text_atomic(out, report(device.type, params, BENCH_ROOT))
+
     for dataset in args.datasets:
-        rows.append(measure(dataset, params, args.epochs, device))
-        r = rows[-1]
+        r = measure(dataset, params, args.epochs, device)
         print(f"{r['dataset']}: single {r['single_ms']:.2f} ms, batched {r['batched_ms']:.2f} ms/seed-epoch "
               f"(chunk {r['chunk']}), APPNP {r['appnp_ms']:.2f} ms; b/a {r['batched_ms'] / r['single_ms']:.3f}, "
               f"b/c {r['batched_ms'] / r['appnp_ms']:.3f}; authors' setup {r['authors_ms']:.2f} ms "
               f"(d/b {r['authors_ms'] / r['batched_ms']:.1f})", flush=True)
-    memory = {r["dataset"]: measured_peak_gb(r["dataset"], r["chunk"], device) for r in rows
-              if not r["dataset"].endswith("(synthetic)")}
-    profile_text = profile_epoch(params, device) if has_real_graph("cora") and "cora" in args.datasets else None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    variants, replicas = {}, {}
-    for dataset in args.methods_on:  # the report so far is written after each dataset: hours on a CPU
-        variants[dataset] = measure_methods(dataset, params, args.epochs, device, args.methods, args.timeout)
-        args.out.write_text(report(rows, memory, profile_text, device, args.epochs, variants))
+        keep(dataset, "engines", r)
+        if has_real_graph(dataset):
+            keep(dataset, "memory", {"gib": measured_peak_gb(dataset, r["chunk"], device)})
+            if dataset == "cora":
+                keep(dataset, "profile", {"text": profile_epoch(params, device)})
     for dataset in args.methods_on:
-        seeds = chunk_size(bench_graph(dataset, config.hparams_for(params, dataset)), config.hparams_for(params, dataset), params, RUNS)
-        replicas[dataset] = (*time_replicas(dataset, params, args.epochs, device, seeds), seeds)
-    extra = (replicas_lines(replicas) + remaining_table(params, variants, device)) if variants else []
-    text = report(rows, memory, profile_text, device, args.epochs, variants, extra)
-    print(text)
-    args.out.write_text(text)
+        keep(dataset, "methods", measure_methods(dataset, params, args.epochs, device, args.methods, args.timeout))
+        hp = config.hparams_for(params, dataset)
+        seeds = chunk_size(bench_graph(dataset, hp), hp, params, RUNS)
+        mixed, alone = time_replicas(dataset, params, args.epochs, device, seeds)
+        keep(dataset, "replicas", {"mixed": mixed, "alone": alone, "seeds": seeds})
+    print(f"{out}: written from {BENCH_ROOT / device.type}/")
 
 
 if __name__ == "__main__":

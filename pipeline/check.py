@@ -88,8 +88,7 @@ def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None
 
     budget = params.get("memory_budget_gb", 6)
     for cell in config.trained_cells(params):
-        dataset, method = cell.dataset, cell.method
-        path = data_root / f"{dataset}.json"
+        path = data_root / f"{cell.dataset}.json"
         counts = json.loads(path.read_text()) if path.exists() else {}
         if not {"nodes", "directed_edges", "features", "classes"} <= set(counts):
             continue

@@ -24,7 +24,14 @@ TIMING_FILE = Path("reports/timing.md")  # stats: wall times, kept out of the me
 RUNS_FILE = Path("reports/RUNS.md")  # provenance: where each committed result came from
 FIGURES_ROOT = Path("reports/figures")  # plot: PNG figures drawn from reports/eval/
 CURVES_ROOT = Path("reports/curves")  # curves: PNG figures drawn from the per-epoch summaries in reports/eval/
+BENCH_ROOT = Path("reports/bench")  # bench: reports/bench/<device>/<dataset>.json, the measured figures
+BENCH_REPORT = Path("reports/bench_{device}.md")  # bench: the device's page, generated from them
 PLOT_DATA_ROOT = Path("reports/plots")  # plot (accuracy/), curves (loss/): CSV data plots for `dvc plots show/diff`
+
+
+def run_dir(dataset: str, method: str, cell_name: str) -> Path:
+    """Where the train stage keeps a cell's finished seeds."""
+    return RUNS_ROOT / dataset / method / cell_name
 
 
 def seed_file(run_dir: Path, seed: int) -> Path:

@@ -35,7 +35,7 @@ from pipeline import config
 from pipeline.check import resolve_device_name
 from pipeline.engine import plan
 from pipeline.engine.spec import cell_spec
-from pipeline.paths import RUNS_ROOT, seed_file
+from pipeline.paths import run_dir, seed_file
 from pipeline.progress import duration
 
 # The methods whose study cells the paper's claims compare CAD-Net with: APPNP and GCN
@@ -61,13 +61,8 @@ def tier_of(cell: config.Cell) -> int:
     return 2 if cell.method in CLAIM_RIVALS else 3
 
 
-def run_dir(cell: config.Cell) -> Path:
-    """Where the train stage keeps the cell's seed files."""
-    return RUNS_ROOT / cell.dataset / cell.method / cell.name
-
-
 def seeds_present(cell: config.Cell, runs: int) -> int:
-    return sum(seed_file(run_dir(cell), seed).exists() for seed in range(runs))
+    return sum(seed_file(run_dir(cell.dataset, cell.method, cell.name), seed).exists() for seed in range(runs))
 
 
 def plan_jobs(params: dict, runs: int, device: str) -> list[Job]:
@@ -130,7 +125,7 @@ def run_queue(params: dict, jobs: list[Job], runs: int, deadline: float | None, 
 
 def pack(jobs: list[Job], path: Path) -> int:
     """The seed files of the jobs' cells into the tar ``path``; how many."""
-    files = [p for job in jobs for p in sorted(run_dir(job.cell).glob("seed_*.pt"))]
+    files = [p for job in jobs for p in sorted(run_dir(job.cell.dataset, job.cell.method, job.cell.name).glob("seed_*.pt"))]
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w") as tar:
         for file in files:

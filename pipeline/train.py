@@ -45,7 +45,7 @@ from pipeline.engine import plan
 from pipeline.check import resolve_device_name
 from pipeline.models.adacad_batched import estimate_peak_bytes
 from pipeline.files import meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
-from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
+from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, run_dir, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
 from pipeline.engine.loop import (Replica, TrainingError, settings_free_within_a_batch, train_chunk, train_replicas,
                                   train_seed)
@@ -451,10 +451,6 @@ def prepare_cell(params: dict, spec: dict, device: torch.device, graphs: dict, c
     return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint)
 
 
-def run_dir_of(cell: PreparedCell) -> Path:
-    return RUNS_ROOT / cell.spec["dataset"] / cell.spec["method"] / cell.name
-
-
 def has_seed_files(dataset: str, method: str) -> bool:
     return any(next((root / dataset / method).rglob("seed_*.pt"), None) for root in (RUNS_ROOT, STASH_ROOT))
 
@@ -465,7 +461,7 @@ def order_seeds(cell: PreparedCell, owns) -> list[int]:
     spec = cell.spec
     if owns(0):
         stash_loose_seeds(spec["dataset"], spec["method"])
-    return sync_seeds(spec["dataset"], spec["method"], spec["runs"], cell.fingerprint, run_dir=run_dir_of(cell), owns=owns)
+    return sync_seeds(spec["dataset"], spec["method"], spec["runs"], cell.fingerprint, run_dir=run_dir(cell.spec["dataset"], cell.spec["method"], cell.name), owns=owns)
 
 
 def replica_groups(cells: list[PreparedCell]) -> list[list[PreparedCell]]:
@@ -492,7 +488,7 @@ def train_cells(params: dict, cells: list[PreparedCell], shard: tuple[int, int],
     train_pending(params, cells, shard, device)
     if shard != (0, 1):
         return [[] for _ in cells]
-    return [load_records(run_dir_of(cell), cell.spec["dataset"], cell.spec["method"], cell.spec["runs"], cell.fingerprint)
+    return [load_records(run_dir(cell.spec["dataset"], cell.spec["method"], cell.name), cell.spec["dataset"], cell.spec["method"], cell.spec["runs"], cell.fingerprint)
             for cell in cells]
 
 
@@ -540,7 +536,7 @@ def train_pending(params: dict, cells: list[PreparedCell], shard: tuple[int, int
             batch = next(chunks)
             for cell, record in batch:
                 record.update(fingerprint=cell.fingerprint, dataset=dataset, method=method, device=trained_on)
-                save_torch(record, seed_file(run_dir_of(cell), record["seed"]))
+                save_torch(record, seed_file(run_dir(cell.spec["dataset"], cell.spec["method"], cell.name), record["seed"]))
             bar.set_postfix(last_acc=f"{100 * batch[-1][1]['test_acc']:.1f}")
             bar.update(len(batch))
             left -= len(batch)

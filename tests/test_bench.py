@@ -28,19 +28,91 @@ def test_synthetic_graph_has_the_datasets_sizes():
     assert torch.bincount(graph["y"], minlength=classes).min() >= 50  # the per-class split fits
 
 
-def test_report_states_ratios_and_memory():
-    row = {"dataset": "cora", "single_ms": 10.0, "batched_ms": 2.5, "appnp_ms": 5.0, "authors_ms": 30.0, "chunk": 25,
+ENGINES = {"dataset": "cora", "single_ms": 10.0, "batched_ms": 2.5, "appnp_ms": 5.0, "authors_ms": 30.0, "chunk": 25,
            "single_100_s": 100.0, "batched_100_s": 25.0, "appnp_100_s": 50.0, "authors_100_s": 300.0, "epochs": 100,
            "estimate_100_gb": 1.0, "estimate_chunk_gb": 0.25}
-    variants = {"cora": [{"method": "cadnet", "single": 20.0, "batched": 4.0, "chunk": 25},
-                         {"method": "appnp", "single": 10.0, "batched": 2.0, "chunk": 25},
-                         {"method": "agnn", "single": 30.0, "batched": None, "chunk": None}]}
-    text = bench.report([row], {"cora": 0.8}, "profile table", torch.device("cpu"), epochs=5, variants=variants)
+METHODS = [{"method": "cadnet", "single": 20.0, "batched": 4.0, "chunk": 25},
+           {"method": "appnp", "single": 10.0, "batched": 2.0, "chunk": 25},
+           {"method": "gcn", "single": 6.0, "batched": 1.0, "chunk": 25},
+           {"method": "agnn", "single": 30.0, "batched": None, "chunk": None}]
+
+
+def _record_all(root, device="cpu"):
+    bench.record(device, "cora", "engines", ENGINES, 5, "test machine", root)
+    bench.record(device, "cora", "memory", {"gib": 0.8}, 5, "test machine", root)
+    bench.record(device, "cora", "methods", METHODS, 5, "test machine", root)
+    bench.record(device, "cora", "profile", {"text": "profile table"}, 5, "test machine", root)
+
+
+def _no_cells_left(monkeypatch):
+    from pipeline import queue
+    monkeypatch.setattr(queue, "plan_jobs", lambda params, runs, device: [])
+
+
+def test_the_report_states_ratios_memory_and_each_figures_origin(tmp_path, monkeypatch):
+    from pipeline import config
+
+    _no_cells_left(monkeypatch)
+    _record_all(tmp_path)
+    text = bench.report("cpu", config.load_params(), tmp_path)
     assert "| cora | 10.00 | 2.50 | 5.00 | 30.00 | 0.250 | 0.500 | 12.0 | 25 |" in text  # d/b: 30 / 2.5
     assert "| cora | 25 | 0.25 GiB | 0.80 GiB | 1.00 GiB |" in text and "profile table" in text and "CPU" in text
-    # one seed and batched, each over APPNP's in the same run; the paper's over its APPNP (7.60 / 6.84)
-    assert "| cadnet | 20.00 | 2.00 | 4.00 | 2.00 | 25 | 7.6 | 1.11 |" in text
-    assert "| agnn | 30.00 | 3.00 | - | - | - | 7.8 | 1.14 |" in text
+    # one seed and batched, each over APPNP's in the same run, the batched speed-up (20 / 4); the
+    # paper's over its APPNP (7.60 / 6.84)
+    assert "| cadnet | 20.00 | 2.00 | 4.00 | 2.00 | 5.0x | 25 | 7.6 | 1.11 |" in text
+    assert "| agnn | 30.00 | 3.00 | - | - | - | - | 7.8 | 1.14 |" in text
+    assert "| cora | memory | " in text and "| test machine | 5 |" in text
+
+
+def test_the_goals_are_met_or_not_by_the_recorded_figures(tmp_path, monkeypatch):
+    from pipeline import config
+
+    _no_cells_left(monkeypatch)
+    _record_all(tmp_path)
+    text = bench.report("cpu", config.load_params(), tmp_path)
+    assert "| CAD-Net on Cora, batched, per seed against the authors' setup (d/b) | 12.0x | ≥ 30x | no |" in text
+    assert "| gcn on cora, batched against one seed at a time | 6.0x | ≥ 4x | yes |" in text  # 6 / 1
+    assert "| appnp on cora, batched against one seed at a time | 5.0x | ≥ 4x | yes |" in text
+    assert "agnn on cora" not in text and "cadnet on cora" not in text  # not batchable; not a baseline
+    bench.record("cuda", "cora", "engines", dict(ENGINES, authors_ms=300.0), 5, "gpu", tmp_path)
+    cuda = bench.report("cuda", config.load_params(), tmp_path)
+    assert "| CAD-Net on Cora, batched, per seed against the authors' setup (d/b) | 120.0x | ≥ 100x | yes |" in cuda
+    assert "not measured" not in text and "| not measured | ≥ 4x" not in cuda
+
+
+def test_a_section_measured_again_replaces_its_figures_and_keeps_the_others(tmp_path):
+    _record_all(tmp_path)
+    bench.record("cpu", "cora", "memory", {"gib": 0.5}, 3, "another machine", tmp_path)
+    bench.record("cpu", "citeseer", "memory", {"gib": 0.7}, 3, "another machine", tmp_path)
+    figures = bench.read_figures("cpu", tmp_path)
+    assert figures["cora"]["memory"]["figures"] == {"gib": 0.5} and figures["cora"]["memory"]["epochs"] == 3
+    assert figures["cora"]["engines"]["figures"] == ENGINES and figures["citeseer"]["memory"]["figures"] == {"gib": 0.7}
+    assert figures["cora"]["memory"]["commit"] == bench.code_version() and bench.read_figures("cuda", tmp_path) == {}
+
+
+def test_a_corrupt_figures_file_is_named(tmp_path):
+    import pytest
+
+    _record_all(tmp_path)
+    (tmp_path / "cpu" / "cora.json").write_text('{"engines": ')  # cut short
+    with pytest.raises(bench.DataError, match=r"cpu/cora\.json"):
+        bench.read_figures("cpu", tmp_path)
+    with pytest.raises(bench.DataError, match=r"cpu/cora\.json"):
+        bench.record("cpu", "cora", "memory", {"gib": 0.5}, 3, "m", tmp_path)
+
+
+def test_report_only_rewrites_the_page_from_the_recorded_figures(tmp_path, monkeypatch):
+    _no_cells_left(monkeypatch)
+    _record_all(tmp_path / "bench")
+    monkeypatch.setattr(bench, "BENCH_ROOT", tmp_path / "bench")
+    monkeypatch.setattr(bench, "BENCH_REPORT", tmp_path / "bench_{device}.md")
+    monkeypatch.setattr(bench, "measure", lambda *a: pytest_fail("--report-only measured"))
+    bench.main(["--report-only"])
+    assert "| cora | 10.00 | 2.50 |" in (tmp_path / "bench_cpu.md").read_text()
+
+
+def pytest_fail(message):
+    raise AssertionError(message)
 
 
 def test_a_dataset_with_a_processed_graph_is_benchmarked_on_it(tmp_path, monkeypatch):
@@ -54,12 +126,17 @@ def test_a_dataset_with_a_processed_graph_is_benchmarked_on_it(tmp_path, monkeyp
     assert bench.has_real_graph("photo") and torch.equal(bench.bench_graph("photo", {})["y"], real["y"])
 
 
-def test_a_methods_only_report_has_no_engines_table():
-    variants = {"photo": [{"method": "appnp", "single": 10.0, "batched": 2.0, "chunk": 25},
-                          {"method": "gcn", "single": 5.0, "batched": 1.0, "chunk": 25}]}
-    text = bench.report([], {}, None, torch.device("cpu"), epochs=5, variants=variants)
+def test_a_methods_only_report_has_no_engines_table(tmp_path, monkeypatch):
+    from pipeline import config
+
+    _no_cells_left(monkeypatch)
+    rows = [{"method": "appnp", "single": 10.0, "batched": 2.0, "chunk": 25},
+            {"method": "gcn", "single": 5.0, "batched": 1.0, "chunk": 25}]
+    bench.record("cpu", "photo", "methods", rows, 5, "m", tmp_path)
+    text = bench.report("cpu", config.load_params(), tmp_path)
     assert "(a) single ms" not in text and "Profile" not in text
-    assert "| gcn | 5.00 | 0.50 | 1.00 | 0.50 | 25 |" in text
+    assert "| gcn | 5.00 | 0.50 | 1.00 | 0.50 | 5.0x | 25 |" in text
+    assert "| CAD-Net on Cora, batched, per seed against the authors' setup (d/b) | not measured |" in text
 
 
 def test_an_unknown_method_to_time_is_named(capsys):
@@ -175,7 +252,7 @@ def test_a_chunk_killed_for_memory_is_tried_at_half_its_size(monkeypatch):
                        "note": "chunk of 25: killed (out of memory); chunk of 12: out of memory, RuntimeError: can't allocate"}
     assert rows[1]["chunk"] is None and rows[1]["batched"] is None
     table = "\n".join(bench.methods_table("cora", rows))
-    assert "| gcn | 10.00 | - | 2.00 | - | 6 |" in table and "chunk of 12: out of memory" in table
+    assert "| gcn | 10.00 | - | 2.00 | - | 5.0x | 6 |" in table and "chunk of 12: out of memory" in table
 
 
 def test_the_beta_studys_cells_are_timed_as_replicas_of_one_batch(monkeypatch):
@@ -207,7 +284,10 @@ def test_what_is_left_is_each_short_cells_seeds_to_go_times_its_methods_figure(m
     params = config.load_params()
     params["method_hparams"]["gcn"]["epochs"] = 200
     measured = {"cora": [{"method": "cadnet", "single": 9.0, "batched": 2.0}, {"method": "gcn", "single": 10.0, "batched": None}]}
-    text = "\n".join(bench.remaining_table(params, measured, torch.device("cpu")))
+    studies = bench.remaining_seconds(params, measured, "cpu")
+    text = "\n".join(bench.remaining_lines(studies, ["cora"]))
     assert "| beta | 1 | 98 | 10 s | 0 |" in text  # 98 x 2 ms x 50 = 9.8 s
     assert "| label_rates | 2 | 200 | 3.3 min | 1 |" in text  # 100 x 10 ms x 200; GAT unmeasured
     assert "| all | 3 | 298 | 3.5 min | 1 |" in text
+    goals = "\n".join(bench.goals_table("cuda", {}, measured, studies))
+    assert "| what is left of the paper on cora, 100 seeds a cell | 3.5 min (+1 cells without a figure) | ≤ 45 min on one H200 | no |" in goals

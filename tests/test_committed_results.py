@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from conftest import PROJECT_ROOT, REAL_MIRROR, needs_real_mirror, shipped_params_text, train_cell, update_params
-from pipeline import evaluate, preprocess, train
+from pipeline import evaluate, preprocess
 
 COMMITTED = PROJECT_ROOT / "reports" / "eval" / "cora"
 EXACT = ["seed", "selected_epoch", "epochs_run"]

@@ -10,7 +10,6 @@ import json
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from conftest import FAKE_ACCS, FAKE_MEAN, FAKE_STD, update_params, write_tables_of_fake_seeds
