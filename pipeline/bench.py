@@ -385,13 +385,14 @@ def figures_file(device_type: str, dataset: str, root: Path = BENCH_ROOT) -> Pat
 
 def read_figures(device_type: str, root: Path = BENCH_ROOT) -> dict[str, dict]:
     """Every recorded section on ``device_type``: ``{dataset: {section: entry}}``."""
-    figures = {}
-    for path in sorted((root / device_type).glob("*.json")):
-        try:
-            figures[path.stem] = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise DataError(f"{path}: not a figures file ({err}); delete it and measure again") from err
-    return figures
+    return {path.stem: _read_sections(path) for path in sorted((root / device_type).glob("*.json"))}
+
+
+def _read_sections(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: not a figures file ({err}); delete it and measure again") from err
 
 
 def record(device_type: str, dataset: str, section: str, figures, epochs: int, machine_text: str,
@@ -399,7 +400,7 @@ def record(device_type: str, dataset: str, section: str, figures, epochs: int, m
     """Store one section's figures for one dataset, with when, at which commit and on what they
     were measured; the dataset's other sections stay as they were."""
     path = figures_file(device_type, dataset, root)
-    entries = read_figures(device_type, root).get(dataset, {}) if path.exists() else {}
+    entries = _read_sections(path) if path.exists() else {}
     entries[section] = {"figures": figures, "date": time.strftime("%Y-%m-%d"), "commit": code_version(),
                         "machine": machine_text, "epochs": epochs}
     write_text_atomic(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
@@ -524,7 +525,7 @@ def goals_table(device_type: str, engines: dict[str, dict], methods: dict[str, l
 
     cora = engines.get("cora")
     d_over_b = None if cora is None else cora["authors_ms"] / cora["batched_ms"]
-    target = GOAL_VS_AUTHORS[device_type] if device_type in GOAL_VS_AUTHORS else GOAL_VS_AUTHORS["cpu"]
+    target = GOAL_VS_AUTHORS.get(device_type, GOAL_VS_AUTHORS["cpu"])
     row("CAD-Net on Cora, batched, per seed against the authors' setup (d/b)", d_over_b,
         f"{d_over_b:.1f}x" if d_over_b else "", target, f"≥ {target}x")
     for dataset, rows in methods.items():
