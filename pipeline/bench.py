@@ -519,8 +519,8 @@ def goals_table(device_type: str, engines: dict[str, dict], methods: dict[str, l
     """The speed goals, each with the figure measured on this device beside it."""
     lines = ["", "## Goals", "", "| goal | measured | target | met |", "|---|---|---|---|"]
 
-    def row(goal: str, value: float | None, shown: str, target: float, target_text: str, more_is_better=True):
-        met = "-" if value is None else ("yes" if (value >= target if more_is_better else value <= target) else "no")
+    def row(goal: str, value: float | None, shown: str, target: float, target_text: str):
+        met = "-" if value is None else ("yes" if value >= target else "no")
         lines.append(f"| {goal} | {shown if value is not None else 'not measured'} | {target_text} | {met} |")
 
     cora = engines.get("cora")
