@@ -431,6 +431,11 @@ class PreparedCell(NamedTuple):
     size: int  # seeds per chunk
     fingerprint: str  # what its seed files record (spec.seed_identity)
 
+    @property
+    def run_dir(self) -> Path:
+        """The folder of data/runs that holds the cell's seed files."""
+        return run_dir(self.spec["dataset"], self.spec["method"], self.name)
+
 
 def prepare_cell(params: dict, spec: dict, device: torch.device, graphs: dict, check: bool = True) -> PreparedCell:
     """The cell's settings, graph (one load per feature rule, kept in ``graphs``) and chunk size,
@@ -461,7 +466,7 @@ def order_seeds(cell: PreparedCell, owns) -> list[int]:
     spec = cell.spec
     if owns(0):
         stash_loose_seeds(spec["dataset"], spec["method"])
-    return sync_seeds(spec["dataset"], spec["method"], spec["runs"], cell.fingerprint, run_dir=run_dir(cell.spec["dataset"], cell.spec["method"], cell.name), owns=owns)
+    return sync_seeds(spec["dataset"], spec["method"], spec["runs"], cell.fingerprint, run_dir=cell.run_dir, owns=owns)
 
 
 def replica_groups(cells: list[PreparedCell]) -> list[list[PreparedCell]]:
@@ -488,7 +493,7 @@ def train_cells(params: dict, cells: list[PreparedCell], shard: tuple[int, int],
     train_pending(params, cells, shard, device)
     if shard != (0, 1):
         return [[] for _ in cells]
-    return [load_records(run_dir(cell.spec["dataset"], cell.spec["method"], cell.name), cell.spec["dataset"], cell.spec["method"], cell.spec["runs"], cell.fingerprint)
+    return [load_records(cell.run_dir, cell.spec["dataset"], cell.spec["method"], cell.spec["runs"], cell.fingerprint)
             for cell in cells]
 
 
@@ -536,7 +541,7 @@ def train_pending(params: dict, cells: list[PreparedCell], shard: tuple[int, int
             batch = next(chunks)
             for cell, record in batch:
                 record.update(fingerprint=cell.fingerprint, dataset=dataset, method=method, device=trained_on)
-                save_torch(record, seed_file(run_dir(cell.spec["dataset"], cell.spec["method"], cell.name), record["seed"]))
+                save_torch(record, seed_file(cell.run_dir, record["seed"]))
             bar.set_postfix(last_acc=f"{100 * batch[-1][1]['test_acc']:.1f}")
             bar.update(len(batch))
             left -= len(batch)
