@@ -10,8 +10,9 @@ seeds each (default: the paper's 100):
 4. every other cell;
 
 within a tier the cheapest first, so that the most cells finish. A cell's cost is its seeds to
-go times the committed run's seconds per seed on this kind of device
-(:func:`pipeline.engine.plan.measured_per_seed`).
+go times a seed's cost on this kind of device (:func:`seconds_per_seed`): its own committed
+seeds' where it has some, else its family's, scaled up for a longer range or a wider hidden
+layer.
 
 It trains as the train stage does (each family's cells in replica batches,
 :func:`pipeline.train.replica_groups`; every seed file saved as it finishes, under its cell's
@@ -24,6 +25,7 @@ for the trip back (``tar xf FILE`` in the other checkout). ``--dry-run`` prints 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import tarfile
@@ -65,6 +67,43 @@ def seeds_present(cell: config.Cell, runs: int) -> int:
     return sum(seed_file(run_dir(cell.dataset, cell.method, cell.name), seed).exists() for seed in range(runs))
 
 
+def setting_factor(params: dict, cell: config.Cell) -> float:
+    """How many times its family's measured figure a seed of ``cell`` costs, by its settings: the
+    square root of the ratio of its range (the method's ``range_key``) and of its hidden width
+    to Table 2's, each where larger. A step or a layer's work grows with them, but the input
+    layer over the sparse features, which neither changes, is much of an epoch; the square root
+    fits the committed study cells (docs/notes.md). A smaller one counts as 1: an estimate too
+    high keeps a deadline, one too low does not."""
+    own, table = config.cell_hparams(params, cell), config.hparams_for(params, cell.dataset, cell.method)
+    factor = 1.0
+    for key in filter(None, (config.registry()[cell.method].range_key, "hidden")):
+        mine, theirs = (setting_value(cell.method, hp, key) for hp in (own, table))
+        if isinstance(mine, int) and isinstance(theirs, int) and 0 < theirs < mine:
+            factor *= (mine / theirs) ** 0.5
+    return factor
+
+
+def setting_value(method: str, hp: dict, key: str):
+    """``key``'s value in a cell's settings ``hp``, else its default in ``method``'s settings
+    schema (Table 2's GCN leaves ``layers`` out: the schema's 2), else None."""
+    if key in hp:
+        return hp[key]
+    schema = config.registry()[method].settings
+    field = next((f for f in dataclasses.fields(schema) if f.name == key), None) if schema else None
+    return None if field is None or field.default is dataclasses.MISSING else field.default
+
+
+def seconds_per_seed(params: dict, cell: config.Cell, device: str, baselines: list[str]) -> float | None:
+    """A seed's estimated cost on ``device``'s kind: the cell's own committed seeds' figure (a
+    top-up), else its family's (:func:`pipeline.engine.plan.measured_per_seed`, borrowed where
+    the family has none) times :func:`setting_factor`; None where no figure is measured."""
+    own = plan.cell_per_seed(cell.dataset, cell.method, cell.name, device=device)
+    if own is not None:
+        return own
+    measured = plan.measured_per_seed(cell.dataset, cell.method, device=device, baselines=baselines)
+    return None if measured is None else measured[0] * setting_factor(params, cell)
+
+
 def plan_jobs(params: dict, runs: int, device: str) -> list[Job]:
     """Every cell short of ``runs`` seeds, in the queue's order."""
     baselines = config.baseline_methods(params)
@@ -73,8 +112,8 @@ def plan_jobs(params: dict, runs: int, device: str) -> list[Job]:
         have = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
         if have >= runs:
             continue
-        measured = plan.measured_per_seed(cell.dataset, cell.method, device=device, baselines=baselines)
-        seconds = None if measured is None else measured[0] * (runs - have)
+        per_seed = seconds_per_seed(params, cell, device, baselines)
+        seconds = None if per_seed is None else per_seed * (runs - have)
         jobs.append(Job(cell, tier_of(cell), have, runs - have, seconds))
     # unmeasured cells last in their tier: their cost is unknown
     return sorted(jobs, key=lambda j: (j.tier, j.seconds is None, j.seconds or 0.0))
@@ -82,7 +121,7 @@ def plan_jobs(params: dict, runs: int, device: str) -> list[Job]:
 
 def plan_lines(jobs: list[Job], runs: int, deadline: float | None, device: str) -> list[str]:
     lines = [f"queue on {device}: {len(jobs)} cells short of {runs} seeds, in this order "
-             f"(estimates: the committed run's seconds per seed on {device})"]
+             f"(estimates: committed seconds per seed on {device}, scaled by range and width)"]
     total, passed = 0.0, False
     for job in jobs:
         if deadline is not None and not passed and job.seconds is not None and total + job.seconds > deadline:

@@ -47,13 +47,14 @@ class Figure(NamedTuple):
         return all(d.split(" ")[0] == device for d in self.devices)
 
 
-def _figure(dataset: str, method: str, eval_root: Path, device: str) -> Figure | None:
+def _figure(dataset: str, method: str, eval_root: Path, device: str, cell: str = "") -> Figure | None:
     """The family's figure from its cells' per-seed tables, ``reports/eval/<dataset>/<method>/
-    <cell>.csv`` (their seeds pooled), or None. Where its seeds ran on several devices, only the
-    seeds of ``device``'s kind (``cpu``, ``cuda``) count when there are any: a CPU's and a GPU's
-    times are not averaged."""
+    <cell>.csv`` (their seeds pooled; ``cell``: that cell's alone), or None. Where its seeds ran
+    on several devices, only the seeds of ``device``'s kind (``cpu``, ``cuda``) count when there
+    are any: a CPU's and a GPU's times are not averaged."""
     folder = eval_root / dataset / method
-    tables = sorted(p for p in folder.glob("*.csv") if not p.stem.endswith(("_gamma", "_epochs"))) if folder.is_dir() else []
+    tables = sorted(p for p in folder.glob(f"{cell or '*'}.csv") if not p.stem.endswith(("_gamma", "_epochs"))) \
+        if folder.is_dir() else []
     rows = []
     for table in tables:
         with open(table, newline="") as handle:
@@ -136,6 +137,13 @@ def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, devic
     return math.exp(sum(logs) / len(logs)), (
         f"{', '.join(donors)}, the other baselines' median cost here over there; "
         "this cell has no figure of its own, and methods do not scale alike")
+
+
+def cell_per_seed(dataset: str, method: str, cell: str, eval_root: Path = EVAL_ROOT, device: str = "cpu") -> float | None:
+    """Seconds per seed of one cell's committed seeds of ``device``'s kind, or None where it has
+    none."""
+    figure = _figure(dataset, method, eval_root, device, cell)
+    return figure.seconds_per_seed if figure is not None and figure.all_of_kind(device) else None
 
 
 def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, device: str = "cpu",
