@@ -20,7 +20,6 @@ still lie in ``reports/eval`` and must not leak into the results.
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -31,8 +30,8 @@ from pipeline.report import studies
 from pipeline.files import write_text_atomic
 from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS, with_variants_beside
 from pipeline.paths import CELLS_FILE, DATA_STATS_ROOT, METRICS_FILE, RESULTS_FILE, TIMING_FILE
-from pipeline.report.summary import (BOOTSTRAP_RESAMPLES, Claim, claim_row, fmt_acc, fmt_paper, method_metrics, metric_key, paired_test,
-                              runs_label)
+from pipeline.report.summary import (BOOTSTRAP_RESAMPLES, Claim, claim_row, fmt_acc, fmt_paper, improving_footnote,
+                                    method_metrics, metric_key, paired_test, runs_label, still_improving)
 from pipeline.report.tables import read_per_seed
 
 PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
@@ -40,8 +39,6 @@ PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
 # APPNP's (the paper's own ratios, which it calls on par, run from 0.91 on CiteSeer to 1.53 on
 # Photo, appendix B.8).
 ON_PAR_FACTOR = 1.6
-# A cell whose seeds nearly all select their last epoch is flagged as still improving.
-STILL_IMPROVING_SHARE = 0.9
 PAPER_TABLE_NAMES = {"table2": "Table 2", "table3": "Table 3", "tableB3": "App. B.3"}
 
 
@@ -70,12 +67,6 @@ def headline(cells: dict) -> dict:
     """metrics.json's content: of each cell's summary, its seeds and its accuracy's mean and std."""
     return {dataset: {method: {"runs": m["runs"], "test_acc": {k: m["test_acc"][k] for k in ("mean", "std")}}
                       for method, m in entry.items()} for dataset, entry in cells.items()}
-
-
-def still_improving(m: dict) -> bool:
-    """Nearly every seed had its lowest validation loss at its last epoch: the cell's epochs
-    ran out while the model was still learning, so more epochs would move it."""
-    return m.get("last_epoch_share", 0.0) >= STILL_IMPROVING_SHARE
 
 
 def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict,
@@ -186,14 +177,7 @@ def table2_markdown(metrics: dict, params: dict, paper: dict) -> list[str]:
                 cells.append(f"{fmt_acc(m)}{runs_label(m)}{mark} / {theirs_text}")
         label = "GDEN" if method == "gden" else REGISTRY[method].label
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    if flagged:
-        lines += ["", *textwrap.wrap(
-            f"† still improving when its epochs ran out: at least {100 * STILL_IMPROVING_SHARE:.0f}% of the seeds had "
-            "their lowest validation loss at their last epoch, so more epochs would move this cell (with early "
-            "stopping in its settings, the epoch cap cut training short and the mean understates the model; a "
-            "method trained a fixed number of epochs, as SGC's public settings are, simply ends there): "
-            + ", ".join(flagged) + ".", width=100, break_on_hyphens=False)]
-    return lines
+    return lines + improving_footnote(flagged)
 
 
 def second_best(metrics: dict, dataset: str) -> str | None:

@@ -71,6 +71,33 @@ def test_a_claim_with_a_cell_short_of_seeds_says_so_and_which(workdir):
     assert claims(results_of(workdir, HIDDEN, means), studies.CLAIM_HIDDEN)["cora"][0] == "does not hold"
 
 
+def test_a_cell_still_improving_at_its_last_epoch_is_marked_in_its_table_and_the_claims_it_decides(workdir):
+    """CAD-Net's hidden=16 cell, every seed best at its last epoch: † in the table, named in the
+    footnote, and "not final" in the claim it decides; the same for the rival the claim names,
+    not for one it does not."""
+    def cell(mean, last):
+        table = seeds_at(mean)
+        return table.assign(epochs_run=100, selected_epoch=100 if last else 60)
+
+    per_seed = {grid_cell("hidden_units", m, hidden=h): cell(v, last) for (m, h), (v, last) in {
+        ("cadnet", 16): (79.0, True), ("gcn", 16): (81.0, False), ("appnp", 16): (80.0, True),
+        ("cadnet", 64): (84.0, False), ("gcn", 64): (81.0, False), ("appnp", 64): (83.0, True)}.items()}
+    results = results_of(workdir, HIDDEN, {})
+    results = studies.Results(results.params, stats.collect(per_seed, stats.load_paper()), per_seed)
+    lines = studies.studies_markdown(results, stats.load_paper())
+    row = next(line for line in lines if line.startswith("| CAD-Net"))
+    assert row == "| CAD-Net (AdaCAD) | 79.00 ± 0.51 (20 seeds) † | 84.00 ± 0.51 (20 seeds) |"
+    note = " ".join(lines[lines.index(next(l for l in lines if l.startswith("† still improving"))):])
+    assert note.endswith(": cora/appnp/hidden_units-hidden=16 (100% of its seeds), cora/appnp/hidden_units-hidden=64 "
+                         "(100% of its seeds), cora/cadnet/hidden_units-hidden=16 (100% of its seeds).")
+    verdict, evidence = claims(results, studies.CLAIM_HIDDEN)["cora"]
+    assert verdict == "does not hold"
+    at16, at64 = evidence.split("; ")
+    assert at16.startswith("hidden=16: 79.00 vs GCN 81.00") and at16.endswith(
+        ", not final: CAD-Net still improving at the last epoch (†)")  # APPNP is not the rival named
+    assert at64.endswith("vs APPNP 83.00 (paired p = 0.0e+00), not final: APPNP still improving at the last epoch (†)")
+
+
 def test_the_label_rates_20_is_table_2s_cell(workdir):
     rates = {"label_rates": {"datasets": ["cora"], "methods": ["cadnet", "gcn"], "settings": {"split": "public_subset"},
                              "grid": {"train_per_class": [5]}},

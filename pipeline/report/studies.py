@@ -13,7 +13,8 @@ import pandas as pd
 
 from pipeline import config
 from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
-from pipeline.report.summary import Claim, fmt_acc, fmt_paper, metric_key, paired_test, runs_label
+from pipeline.report.summary import (Claim, fmt_acc, fmt_paper, improving_footnote, metric_key, paired_test, runs_label,
+                                    still_improving)
 
 Point = tuple  # a study's grid values: ((key, value), ...)
 MIN_SEEDS = 20
@@ -113,10 +114,15 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
         methods = sorted(dict.fromkeys(c.method for c in cells), key=lambda m: m == "cadnet")
         datasets = list(dict.fromkeys(c.dataset for c in cells))
         lookup = PAPER.get(study)
+        flagged = []
 
         def text(dataset: str, method: str, point: Point) -> str:
             m = results.summary(study, dataset, method, point)
             ours = "not run" if m is None else f"{fmt_acc(m)}{runs_label(m)}"
+            if m is not None and still_improving(m):
+                ours += " †"
+                flagged.append(f"{cell_at(params, study, dataset, method, point)} "
+                               f"({100 * m['last_epoch_share']:.0f}% of its seeds)")
             theirs = lookup(paper, dataset, method, point) if lookup else None
             return ours if theirs is None else f"{ours} / {fmt_paper({'mean': theirs[0], 'std': theirs[1]})}"
 
@@ -126,6 +132,7 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
         if not spec["grid"]:
             lines += ["", "| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
             lines += [f"| {REGISTRY[m].label} | " + " | ".join(text(d, m, ()) for d in datasets) + " |" for m in methods]
+            lines += improving_footnote(flagged)
             continue
         grid = points(params, study)
         labels = [point_label(p) + (" (Table 2's cell)" if p == TABLE2_POINT.get(study) else "") for p in grid]
@@ -135,6 +142,7 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
                       "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
             lines += [f"| {REGISTRY[m].label} | " + " | ".join(text(dataset, m, p) for p in grid) + " |"
                       for m in methods if any((c.dataset, c.method) == (dataset, m) for c in cells)]
+        lines += improving_footnote(flagged)
     return lines
 
 
@@ -188,8 +196,13 @@ def _best_of(results: Results, study: str, dataset: str, rivals, point: Point,
     rival = max(ran, key=ran.get)
     p_value, _ = paired_test(results.seeds(where[0], dataset, where[1], where[2]),
                              results.seeds(study, dataset, rival, point))
+    # a cell the comparison rests on that was still learning when its epochs ran out: more
+    # epochs could turn the verdict
+    unfinished = [label for label, (s, m, p) in (("CAD-Net", where), (REGISTRY[rival].label, (study, rival, point)))
+                  if still_improving(results.summary(s, dataset, m, p))]
     evidence = (f"{mine:.2f} vs {REGISTRY[rival].label} {ran[rival]:.2f} (paired p = {p_value:.1e})"
-                + (f", {short} under {MIN_SEEDS} seeds" if short else ""))
+                + (f", {short} under {MIN_SEEDS} seeds" if short else "")
+                + (f", not final: {' and '.join(unfinished)} still improving at the last epoch (†)" if unfinished else ""))
     # one rival ahead settles it; being ahead of those that ran does not, while others did not
     verdict = "does not hold" if mine <= ran[rival] else "holds" if len(ran) == len(theirs) else "not enough seeds"
     return verdict, evidence

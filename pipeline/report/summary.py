@@ -4,6 +4,8 @@ row. The stats stage (:mod:`pipeline.stats`) and the studies' sections (:mod:`pi
 share them."""
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
@@ -12,6 +14,28 @@ from pipeline import config
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
+
+
+# A cell whose seeds nearly all select their last epoch is flagged as still improving.
+STILL_IMPROVING_SHARE = 0.9
+
+
+def still_improving(m: dict) -> bool:
+    """Nearly every seed had its lowest validation loss at its last epoch: the cell's epochs
+    ran out while the model was still learning, so more epochs would move it."""
+    return m.get("last_epoch_share", 0.0) >= STILL_IMPROVING_SHARE
+
+
+def improving_footnote(flagged: list[str]) -> list[str]:
+    """The note under a table whose cells ``flagged`` (``cora/sgc (100% of its seeds)``) carry †."""
+    if not flagged:
+        return []
+    return ["", *textwrap.wrap(
+        f"† still improving when its epochs ran out: at least {100 * STILL_IMPROVING_SHARE:.0f}% of the seeds had "
+        "their lowest validation loss at their last epoch, so more epochs would move this cell (with early "
+        "stopping in its settings, the epoch cap cut training short and the mean understates the model; a "
+        "method trained a fixed number of epochs, as SGC's public settings are, simply ends there): "
+        + ", ".join(flagged) + ".", width=100, break_on_hyphens=False)]
 
 
 def bootstrap_ci(values: np.ndarray) -> tuple[float, float]:
