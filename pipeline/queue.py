@@ -1,5 +1,5 @@
 """The queue for a lent machine: ``python -m pipeline.queue [--runs N] [--deadline 9m]
-[--dry-run] [--pack FILE]``.
+[--only PATTERN ...] [--dry-run] [--pack FILE]``.
 
 Trains, in priority order, the seeds that the cells of ``params.yaml`` lack to reach ``--runs``
 seeds each (default: the paper's 100):
@@ -19,13 +19,16 @@ It trains as the train stage does (each family's cells in replica batches,
 identity), but writes no table and leaves ``params.yaml`` alone: raise those cells' ``runs``
 and ``dvc repro`` adopts the seeds and trains none. At ``--deadline`` (counted from the start)
 it starts no chunk that its estimate says would not end in time; run it again and it goes on
-where it stopped. ``--pack FILE`` writes the seed files of every cell it planned into one tar,
+where it stopped. ``--only`` keeps the cells whose ``dataset/method/cell`` name matches one of
+its shell-style patterns (``'pubmed/cadnet/beta-*'``, ``'cora/*/ranges-*'``), in the same order.
+``--pack FILE`` writes the seed files of every cell it planned into one tar,
 for the trip back (``tar xf FILE`` in the other checkout). ``--dry-run`` prints the plan only.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import re
 import sys
 import tarfile
@@ -104,11 +107,22 @@ def seconds_per_seed(params: dict, cell: config.Cell, device: str, baselines: li
     return None if measured is None else measured[0] * setting_factor(params, cell)
 
 
-def plan_jobs(params: dict, runs: int, device: str) -> list[Job]:
-    """Every cell short of ``runs`` seeds, in the queue's order."""
+def chosen_cells(params: dict, only: list[str] | None) -> list[config.Cell]:
+    """The cells of ``params`` whose ``dataset/method/cell`` matches one of the patterns ``only``
+    (all where None); a pattern that matches no cell is an error naming it."""
+    cells = config.cells(params)
+    for pattern in only or []:
+        if not any(fnmatch.fnmatchcase(str(cell), pattern) for cell in cells):
+            raise config.ConfigError(f"--only: {pattern!r} matches no cell (cells are named dataset/method/cell, "
+                                     f"e.g. {cells[0]})")
+    return [cell for cell in cells if only is None or any(fnmatch.fnmatchcase(str(cell), p) for p in only)]
+
+
+def plan_jobs(params: dict, runs: int, device: str, only: list[str] | None = None) -> list[Job]:
+    """Every cell (of ``only``'s patterns) short of ``runs`` seeds, in the queue's order."""
     baselines = config.baseline_methods(params)
     jobs = []
-    for cell in config.cells(params):
+    for cell in chosen_cells(params, only):
         have = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
         if have >= runs:
             continue
@@ -181,9 +195,12 @@ def parse_duration(text: str) -> float:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.queue", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pipeline.queue", description=__doc__.split("\n\n")[0],
+                                     usage="%(prog)s [--runs N] [--deadline T] [--only PATTERN ...] [--dry-run] [--pack FILE]")
     parser.add_argument("--runs", type=int, default=100, help="seeds each cell should have (default 100)")
     parser.add_argument("--deadline", type=parse_duration, default=None, help="stop starting work after this long: 90s, 9m, 1.5h")
+    parser.add_argument("--only", nargs="+", metavar="PATTERN", default=None,
+                        help="only the cells whose dataset/method/cell matches: 'pubmed/cadnet/beta-*'")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, train nothing")
     parser.add_argument("--pack", type=Path, default=None, help="write the planned cells' seed files into this tar")
     args = parser.parse_args(argv)
@@ -192,7 +209,7 @@ def main(argv: list[str]) -> None:
     params = config.load_params()
     config.check_everything(params)
     device = resolve_device_name(params.get("device", "auto"))
-    jobs = plan_jobs(params, args.runs, device)
+    jobs = plan_jobs(params, args.runs, device, args.only)
     print("\n".join(plan_lines(jobs, args.runs, args.deadline, device)), file=sys.stderr)
     if args.dry_run:
         return

@@ -107,8 +107,19 @@ def test_a_dry_run_trains_nothing_and_a_passed_deadline_starts_nothing(workdir, 
     assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
 
 
+def test_only_keeps_the_cells_its_patterns_match_in_the_queues_order(workdir):
+    params = config.load_params()
+    every = queue.plan_jobs(params, 100, "cpu")
+    jobs = queue.plan_jobs(params, 100, "cpu", ["pubmed/cadnet/beta-*", "cora/gcn/ranges-range=1?"])
+    names = [str(j.cell) for j in jobs]
+    assert names == [str(j.cell) for j in every if str(j.cell) in names]  # the same order
+    betas = params["studies"]["beta"]["grid"]["beta"]
+    assert sorted(names) == sorted([f"pubmed/cadnet/beta-beta={b}" for b in betas] + ["cora/gcn/ranges-range=10"])
+
+
 @pytest.mark.parametrize("args, message", [(["--deadline", "soon"], "--deadline: 'soon' is not a duration"),
-                                           (["--runs", "0"], "--runs: 0; allowed values: an integer >= 1")])
+                                           (["--runs", "0"], "--runs: 0; allowed values: an integer >= 1"),
+                                           (["--only", "cora/gnc/*", "--dry-run"], "--only: 'cora/gnc/*' matches no cell")])
 def test_a_bad_option_is_one_line_naming_it(workdir, args, message):
     run = subprocess.run([sys.executable, "-m", "pipeline.queue", *args], cwd=workdir, capture_output=True, text=True,
                          env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"})
