@@ -17,6 +17,8 @@ stage can print the whole plan quickly; the train stage repeats its own line wit
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import json
 import math
 import os
@@ -26,6 +28,7 @@ from typing import NamedTuple, Sequence
 
 from joblib import effective_n_jobs
 
+from pipeline import config
 from pipeline.models import REGISTRY
 from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
 from pipeline.progress import duration
@@ -55,10 +58,7 @@ def _figure(dataset: str, method: str, eval_root: Path, device: str, cell: str =
     folder = eval_root / dataset / method
     tables = sorted(p for p in folder.glob(f"{cell or '*'}.csv") if not p.stem.endswith(("_gamma", "_epochs"))) \
         if folder.is_dir() else []
-    rows = []
-    for table in tables:
-        with open(table, newline="") as handle:
-            rows += list(csv.DictReader(handle))
+    rows = [row for table in tables for row in _rows(table, table.stat().st_mtime_ns)]
     same_kind = [r for r in rows if (r.get("device") or "cpu").split(" ")[0] == device]
     rows = same_kind or rows
     try:
@@ -70,6 +70,14 @@ def _figure(dataset: str, method: str, eval_root: Path, device: str, cell: str =
         return None
     return Figure(sum(seconds) / len(seconds), sum(per_epoch) / len(per_epoch),
                   sorted({r.get("device") or "cpu" for r in rows}))
+
+
+@functools.lru_cache(maxsize=None)
+def _rows(table: Path, mtime_ns: int) -> tuple[dict, ...]:
+    """A per-seed table's rows, read once per version of the file (``mtime_ns``): a plan of
+    every cell asks for each family's figure once a cell."""
+    with open(table, newline="") as handle:
+        return tuple(csv.DictReader(handle))
 
 
 def epochs_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, device: str = "cpu") -> float | None:
@@ -162,6 +170,48 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, de
     if borrowed is not None or own is None:
         return borrowed
     return own.seconds_per_seed, f"{dataset}/{method}{own.where()}, {OTHER_MACHINE} than this {device}: expect another time"
+
+
+def cell_measured(params: dict, cell: "config.Cell", device: str = "cpu", baselines: Sequence[str] = (),
+                  eval_root: Path = EVAL_ROOT) -> tuple[float, str] | None:
+    """(seconds per seed, whose figure) for one cell on ``device``'s kind: its own committed
+    seeds' figure (a top-up), else its family's (:func:`measured_per_seed`) times
+    :func:`setting_factor`; None where no figure is measured. The queue plans with it and the
+    train stage keeps its deadline and prints its estimate with it, so the two agree."""
+    own = cell_per_seed(cell.dataset, cell.method, cell.name, eval_root=eval_root, device=device)
+    if own is not None:
+        return own, f"{cell} itself"
+    measured = measured_per_seed(cell.dataset, cell.method, eval_root=eval_root, device=device, baselines=baselines)
+    if measured is None:
+        return None
+    factor = setting_factor(params, cell)
+    return measured[0] * factor, measured[1] + (f", x{factor:.2f} for its range and width" if factor != 1 else "")
+
+
+def setting_factor(params: dict, cell: "config.Cell") -> float:
+    """How many times its family's measured figure a seed of ``cell`` costs, by its settings: the
+    square root of the ratio of its range (the method's ``range_key``) and of its hidden width
+    to Table 2's, each where larger. A step or a layer's work grows with them, but the input
+    layer over the sparse features, which neither changes, is much of an epoch; the square root
+    fits the committed study cells (docs/notes.md). A smaller one counts as 1: an estimate too
+    high keeps a deadline, one too low does not."""
+    own, table = config.cell_hparams(params, cell), config.hparams_for(params, cell.dataset, cell.method)
+    factor = 1.0
+    for key in filter(None, (REGISTRY[cell.method].range_key, "hidden")):
+        mine, theirs = (setting_value(cell.method, hp, key) for hp in (own, table))
+        if isinstance(mine, int) and isinstance(theirs, int) and 0 < theirs < mine:
+            factor *= (mine / theirs) ** 0.5
+    return factor
+
+
+def setting_value(method: str, hp: dict, key: str):
+    """``key``'s value in a cell's settings ``hp``, else its default in ``method``'s settings
+    schema (Table 2's GCN leaves ``layers`` out: the schema's 2), else None."""
+    if key in hp:
+        return hp[key]
+    schema = REGISTRY[method].settings
+    field = next((f for f in dataclasses.fields(schema) if f.name == key), None) if schema else None
+    return None if field is None or field.default is dataclasses.MISSING else field.default
 
 
 def _borrowed(dataset: str, method: str, eval_root: Path, device: str,
