@@ -205,3 +205,23 @@ def test_a_cell_without_figures_costs_its_familys_figure_scaled_up_by_a_longer_r
     assert list(cost.values()) == [8.0, 4.0, 8.0, 4.0, 4.0]
     assert plan.cell_measured(params, config.Cell("ranges", "cora", "gcn", (("range", 8),))) == (8.0, "family, x2.00 for its range and width")
     assert plan.cell_measured(params, config.Cell("measured", "cora", "gcn")) == (9.0, "cora/gcn/measured itself")
+
+
+def test_a_family_run_only_on_a_gpu_is_costed_on_the_cpu_by_the_benchmarks_figure_times_its_epochs(tmp_path):
+    """Cora's GAT ran on a GPU (500 epochs a seed at 2 ms); the CPU benchmark measured 100 ms per
+    seed-epoch batched: 50 s a seed on the CPU, not CAD-Net's figure. A corrupt benchmark file,
+    or none for the method, falls back to the borrowed figure."""
+    eval_root = tmp_path / "eval"
+    write_table(eval_root, "cora", "gat", [(500, 2.0, "cuda (NVIDIA H200)")] * 2)
+    write_table(eval_root, "cora", "cadnet", [(100, 10.0, "cpu")])
+    bench = tmp_path / "bench" / "cpu" / "cora.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text('{"methods": {"figures": [{"method": "gat", "batched": 100.0, "single": 80.0}, '
+                     '{"method": "agnn", "batched": null, "single": 40.0}]}}')
+    seconds, source = plan.measured_per_seed("cora", "gat", eval_root)
+    assert seconds == pytest.approx(50.0) and "the benchmark's 100.0 ms per seed-epoch on cpu" in source
+    assert plan.measured_per_seed("cora", "gat", eval_root, device="cuda")[0] == pytest.approx(1.0)  # its own there
+    write_table(eval_root, "cora", "agnn", [(300, 3.0, "cuda (NVIDIA H200)")])
+    assert plan.measured_per_seed("cora", "agnn", eval_root)[0] == pytest.approx(12.0)  # no batched figure: one seed's
+    bench.write_text('{"methods": ')
+    assert plan.measured_per_seed("cora", "gat", eval_root)[1].startswith("cora/cadnet")

@@ -3,8 +3,9 @@ before any training starts.
 
 The estimate is the committed run's own measurement of the same (dataset, method) family
 (``reports/eval/<dataset>/<method>/<cell>.csv``: wall time per seed-epoch and epochs per seed)
-times the seeds to train. A cell
-never run borrows, and says so. A baseline: its figures on the other datasets, each scaled by how
+times the seeds to train. A family whose committed seeds ran on another kind of device (Cora's
+GAT, on a GPU) takes this device's benchmark figure (``reports/bench/<device>/``) times its
+seeds' epochs. A cell never run borrows, and says so. A baseline: its figures on the other datasets, each scaled by how
 much more the other baselines cost here than there. Otherwise: the same method's figure on the
 dataset whose CAD-Net epoch costs nearest, scaled by CAD-Net's cost here over there; failing that,
 its dataset's CAD-Net figure (Photo APPNP's first run was estimated at 9 min from that and took
@@ -165,7 +166,10 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, de
     if own is not None and own.all_of_kind(device):
         return own.seconds_per_seed, f"{dataset}/{method}{own.where()}"
     # a figure of another kind of machine (a GPU's for a CPU run) would misstate this run's time:
-    # a borrowed figure of this kind first, that one only where there is none
+    # the benchmark's figure of this kind, or a borrowed one, first; that one only where there is none
+    bench = _from_bench(dataset, method, eval_root, device)
+    if bench is not None:
+        return bench
     borrowed = None if method == "cadnet" else _borrowed(dataset, method, eval_root, device, baselines)
     if borrowed is not None or own is None:
         return borrowed
@@ -212,6 +216,29 @@ def setting_value(method: str, hp: dict, key: str):
     schema = REGISTRY[method].settings
     field = next((f for f in dataclasses.fields(schema) if f.name == key), None) if schema else None
     return None if field is None or field.default is dataclasses.MISSING else field.default
+
+
+def _from_bench(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, str] | None:
+    """The method's ms per seed-epoch that ``python -m pipeline.bench`` measured on ``dataset``
+    with this kind of device (``reports/bench/<device>/<dataset>.json`` beside ``eval_root``:
+    its batched chunk's where it batches, else one seed's) times the epochs a seed ran in the
+    committed run, of any device (early stopping ends most before the last); None where either
+    is missing. Cora's GAT ran on a GPU only: its CPU estimate is this one, where CAD-Net's
+    figure would say a twentieth of it."""
+    path = eval_root.parent / "bench" / device / f"{dataset}.json"
+    epochs = epochs_per_seed(dataset, method, eval_root, device)
+    if epochs is None or not path.is_file():
+        return None
+    try:
+        figures = json.loads(path.read_text())["methods"]["figures"]
+    except (ValueError, KeyError, TypeError):
+        return None  # the benchmark's report names a corrupt file; an estimate goes without it
+    row = next((r for r in figures if isinstance(r, dict) and r.get("method") == method), None)
+    ms = row and (row.get("batched") or row.get("single"))
+    if not isinstance(ms, (int, float)) or ms <= 0:
+        return None
+    return ms * epochs / 1000, (f"{dataset}/{method}: the benchmark's {ms:.1f} ms per seed-epoch on {device} x the "
+                                f"committed run's {epochs:.0f} epochs a seed")
 
 
 def _borrowed(dataset: str, method: str, eval_root: Path, device: str,
