@@ -60,7 +60,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
             continue
         single = params.get("engine", "batched") == "single" or not REGISTRY[method].batched
         side_by_side = plan.workers_side_by_side(single, device, params.get("n_jobs", -1))
-        measured = plan.measured_per_seed(dataset, method, device=device, baselines=baselines)
+        measured = plan.cell_measured(params, cell, device, baselines)
         lines.append(f"  {cell}: {runs} seeds, "
                      + plan.estimate(dataset, method, runs, measured=measured, side_by_side=side_by_side))
         warning = plan.memory_warning(dataset, method, memory)

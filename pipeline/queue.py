@@ -10,9 +10,9 @@ seeds each (default: the paper's 100):
 4. every other cell;
 
 within a tier the cheapest first, so that the most cells finish. A cell's cost is its seeds to
-go times a seed's cost on this kind of device (:func:`seconds_per_seed`): its own committed
-seeds' where it has some, else its family's, scaled up for a longer range or a wider hidden
-layer.
+go times a seed's cost on this kind of device (:func:`pipeline.engine.plan.cell_measured`): its
+own committed seeds' where it has some, else its family's, scaled up for a longer range or a
+wider hidden layer. The train loop keeps the deadline with the same figure.
 
 It trains as the train stage does (each family's cells in replica batches,
 :func:`pipeline.train.replica_groups`; every seed file saved as it finishes, under its cell's
@@ -27,7 +27,6 @@ for the trip back (``tar xf FILE`` in the other checkout). ``--dry-run`` prints 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fnmatch
 import re
 import sys
@@ -70,51 +69,14 @@ def seeds_present(cell: config.Cell, runs: int) -> int:
     return sum(seed_file(run_dir(cell.dataset, cell.method, cell.name), seed).exists() for seed in range(runs))
 
 
-def setting_factor(params: dict, cell: config.Cell) -> float:
-    """How many times its family's measured figure a seed of ``cell`` costs, by its settings: the
-    square root of the ratio of its range (the method's ``range_key``) and of its hidden width
-    to Table 2's, each where larger. A step or a layer's work grows with them, but the input
-    layer over the sparse features, which neither changes, is much of an epoch; the square root
-    fits the committed study cells (docs/notes.md). A smaller one counts as 1: an estimate too
-    high keeps a deadline, one too low does not."""
-    own, table = config.cell_hparams(params, cell), config.hparams_for(params, cell.dataset, cell.method)
-    factor = 1.0
-    for key in filter(None, (config.registry()[cell.method].range_key, "hidden")):
-        mine, theirs = (setting_value(cell.method, hp, key) for hp in (own, table))
-        if isinstance(mine, int) and isinstance(theirs, int) and 0 < theirs < mine:
-            factor *= (mine / theirs) ** 0.5
-    return factor
-
-
-def setting_value(method: str, hp: dict, key: str):
-    """``key``'s value in a cell's settings ``hp``, else its default in ``method``'s settings
-    schema (Table 2's GCN leaves ``layers`` out: the schema's 2), else None."""
-    if key in hp:
-        return hp[key]
-    schema = config.registry()[method].settings
-    field = next((f for f in dataclasses.fields(schema) if f.name == key), None) if schema else None
-    return None if field is None or field.default is dataclasses.MISSING else field.default
-
-
-def seconds_per_seed(params: dict, cell: config.Cell, device: str, baselines: list[str]) -> float | None:
-    """A seed's estimated cost on ``device``'s kind: the cell's own committed seeds' figure (a
-    top-up), else its family's (:func:`pipeline.engine.plan.measured_per_seed`, borrowed where
-    the family has none) times :func:`setting_factor`; None where no figure is measured."""
-    own = plan.cell_per_seed(cell.dataset, cell.method, cell.name, device=device)
-    if own is not None:
-        return own
-    measured = plan.measured_per_seed(cell.dataset, cell.method, device=device, baselines=baselines)
-    return None if measured is None else measured[0] * setting_factor(params, cell)
-
-
 def chosen_cells(params: dict, only: list[str] | None) -> list[config.Cell]:
     """The cells of ``params`` whose ``dataset/method/cell`` matches one of the patterns ``only``
     (all where None); a pattern that matches no cell is an error naming it."""
     cells = config.cells(params)
     for pattern in only or []:
         if not any(fnmatch.fnmatchcase(str(cell), pattern) for cell in cells):
-            raise config.ConfigError(f"--only: {pattern!r} matches no cell (cells are named dataset/method/cell, "
-                                     f"e.g. {cells[0]})")
+            example = f", e.g. {cells[0]}" if cells else "; params.yaml has none"
+            raise config.ConfigError(f"--only: {pattern!r} matches no cell (cells are named dataset/method/cell{example})")
     return [cell for cell in cells if only is None or any(fnmatch.fnmatchcase(str(cell), p) for p in only)]
 
 
@@ -126,8 +88,8 @@ def plan_jobs(params: dict, runs: int, device: str, only: list[str] | None = Non
         have = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
         if have >= runs:
             continue
-        per_seed = seconds_per_seed(params, cell, device, baselines)
-        seconds = None if per_seed is None else per_seed * (runs - have)
+        measured = plan.cell_measured(params, cell, device, baselines)
+        seconds = None if measured is None else measured[0] * (runs - have)
         jobs.append(Job(cell, tier_of(cell), have, runs - have, seconds))
     # unmeasured cells last in their tier: their cost is unknown
     return sorted(jobs, key=lambda j: (j.tier, j.seconds is None, j.seconds or 0.0))

@@ -514,7 +514,7 @@ def train_pending(params: dict, cells: list[PreparedCell], shard: tuple[int, int
         size = chunk_size(graph, hp, params, len(pending))
     how = f"chunks of up to {size}" if engine == "batched" else "one at a time"
     side_by_side = plan.workers_side_by_side(engine == "single", device.type, params.get("n_jobs", -1))
-    measured = plan.measured_per_seed(dataset, method, device=device.type, baselines=config.baseline_methods(params))
+    measured = group_measured(params, cells, device.type)
     estimate = plan.estimate(dataset, method, len(pending), measured=measured, side_by_side=side_by_side)
     print(f"train {where}: {share} seeds, {share - len(pending)} reused, {len(pending)} to train "
           f"({engine}, {how}, {device.type}); {estimate}", file=sys.stderr)
@@ -555,6 +555,14 @@ def train_pending(params: dict, cells: list[PreparedCell], shard: tuple[int, int
     finally:
         bar.close()
     return True
+
+
+def group_measured(params: dict, cells: list[PreparedCell], device: str) -> tuple[float, str] | None:
+    """A seed's estimated cost in a replica batch of ``cells``, as the queue plans it
+    (:func:`pipeline.engine.plan.cell_measured`): the dearest cell's, so that a deadline holds."""
+    baselines = config.baseline_methods(params)
+    figures = [plan.cell_measured(params, cell_of(cell.spec), device, baselines) for cell in cells]
+    return max((f for f in figures if f is not None), default=None)
 
 
 def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprint: str) -> list[dict]:

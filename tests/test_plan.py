@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline import config
 from pipeline.engine import plan
 
 
@@ -184,3 +185,43 @@ def test_a_familys_figure_pools_the_seeds_of_its_cells(tmp_path):
         "seed,test_acc,epochs_run,ms_per_seed_epoch\n0,0.8,100,30.0\n")
     cell_table(tmp_path / "cora", "cadnet", "beta-beta=0.5_epochs").write_text("epoch,seeds_running\n0,1\n")
     assert plan.estimate("cora", "cadnet", 60, tmp_path).startswith("~2.0 min")  # 2 s per seed: (1 + 3) / 2
+
+
+def test_a_cell_without_figures_costs_its_familys_figure_scaled_up_by_a_longer_range_or_wider_layer(workdir, monkeypatch):
+    """A cell with committed seeds of its own costs their figure; one without, its family's
+    times the square root of each ratio of range and hidden width to Table 2's, where larger."""
+    params = config.load_params()
+    monkeypatch.setattr(plan, "measured_per_seed", lambda dataset, method, **k: (4.0, "family"))
+    monkeypatch.setattr(plan, "cell_per_seed", lambda dataset, method, cell, **k: 9.0 if cell == "measured" else None)
+    gcn = config.hparams_for(params, "cora", "gcn")
+    assert "layers" not in gcn and gcn["hidden"] == 16  # Table 2's GCN: its schema's 2 layers, 16 wide
+    cost = {cell: plan.cell_measured(params, config.Cell(*cell))[0] for cell in [
+        ("ranges", "cora", "gcn", (("range", 8),)),  # 4 times the layers: twice the cost
+        ("ranges", "cora", "gcn", (("range", 2),)),  # Table 2's own range
+        ("hidden_units", "cora", "gcn", (("hidden", 64),)),  # 4 times as wide
+        ("hidden_units", "cora", "appnp", (("hidden", 16),)),  # narrower than Table 2's 64: not cheaper
+        ("label_rates", "cora", "gcn", (("train_per_class", 5),)),  # same network
+    ]}
+    assert list(cost.values()) == [8.0, 4.0, 8.0, 4.0, 4.0]
+    assert plan.cell_measured(params, config.Cell("ranges", "cora", "gcn", (("range", 8),))) == (8.0, "family, x2.00 for its range and width")
+    assert plan.cell_measured(params, config.Cell("measured", "cora", "gcn")) == (9.0, "cora/gcn/measured itself")
+
+
+def test_a_family_run_only_on_a_gpu_is_costed_on_the_cpu_by_the_benchmarks_figure_times_its_epochs(tmp_path):
+    """Cora's GAT ran on a GPU (500 epochs a seed at 2 ms); the CPU benchmark measured 100 ms per
+    seed-epoch batched: 50 s a seed on the CPU, not CAD-Net's figure. A corrupt benchmark file,
+    or none for the method, falls back to the borrowed figure."""
+    eval_root = tmp_path / "eval"
+    write_table(eval_root, "cora", "gat", [(500, 2.0, "cuda (NVIDIA H200)")] * 2)
+    write_table(eval_root, "cora", "cadnet", [(100, 10.0, "cpu")])
+    bench = tmp_path / "bench" / "cpu" / "cora.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text('{"methods": {"figures": [{"method": "gat", "batched": 100.0, "single": 80.0}, '
+                     '{"method": "agnn", "batched": null, "single": 40.0}]}}')
+    seconds, source = plan.measured_per_seed("cora", "gat", eval_root)
+    assert seconds == pytest.approx(50.0) and "the benchmark's 100.0 ms per seed-epoch on cpu" in source
+    assert plan.measured_per_seed("cora", "gat", eval_root, device="cuda")[0] == pytest.approx(1.0)  # its own there
+    write_table(eval_root, "cora", "agnn", [(300, 3.0, "cuda (NVIDIA H200)")])
+    assert plan.measured_per_seed("cora", "agnn", eval_root)[0] == pytest.approx(12.0)  # no batched figure: one seed's
+    bench.write_text('{"methods": ')
+    assert plan.measured_per_seed("cora", "gat", eval_root)[1].startswith("cora/cadnet")

@@ -35,25 +35,6 @@ def test_the_queue_orders_tables_then_cadnets_rows_then_the_claims_rivals_then_t
     assert all(j.to_go == 100 - config.runs_for(params, j.cell) for j in jobs)
 
 
-def test_a_cell_without_figures_costs_its_familys_figure_scaled_up_by_a_longer_range_or_wider_layer(workdir, monkeypatch):
-    """A cell with committed seeds of its own costs their figure; one without, its family's
-    times the square root of each ratio of range and hidden width to Table 2's, where larger."""
-    params = config.load_params()
-    monkeypatch.setattr(plan, "measured_per_seed", lambda dataset, method, **k: (4.0, "family"))
-    monkeypatch.setattr(plan, "cell_per_seed", lambda dataset, method, cell, **k: 9.0 if cell == "measured" else None)
-    gcn = config.hparams_for(params, "cora", "gcn")
-    assert "layers" not in gcn and gcn["hidden"] == 16  # Table 2's GCN: its schema's 2 layers, 16 wide
-    cost = {cell: queue.seconds_per_seed(params, config.Cell(*cell), "cpu", []) for cell in [
-        ("ranges", "cora", "gcn", (("range", 8),)),  # 4 times the layers: twice the cost
-        ("ranges", "cora", "gcn", (("range", 2),)),  # Table 2's own range
-        ("hidden_units", "cora", "gcn", (("hidden", 64),)),  # 4 times as wide
-        ("hidden_units", "cora", "appnp", (("hidden", 16),)),  # narrower than Table 2's 64: not cheaper
-        ("label_rates", "cora", "gcn", (("train_per_class", 5),)),  # same network
-    ]}
-    assert list(cost.values()) == [8.0, 4.0, 8.0, 4.0, 4.0]
-    assert queue.seconds_per_seed(params, config.Cell("measured", "cora", "gcn"), "cpu", []) == 9.0
-
-
 def _small_study(workdir):
     """Synthetic Cora: Table 2's CAD-Net cell trained (2 seeds), a beta study of two cells not run."""
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, epochs=3, variants=NO_VARIANTS,
@@ -105,6 +86,25 @@ def test_a_dry_run_trains_nothing_and_a_passed_deadline_starts_nothing(workdir, 
     queue.main(["--runs", "2", "--deadline", "0s"])
     assert "queue: deadline reached; run the queue again to go on" in capsys.readouterr().err
     assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
+
+
+def test_the_train_loop_keeps_the_deadline_with_the_queues_scaled_estimate(workdir, capsys, monkeypatch):
+    """A hidden width 4 times Table 2's costs twice its family's figure in the queue's plan and in
+    the train loop that keeps the deadline: 2 seeds at 200 s do not fit in 5 minutes (at the
+    family's 100 s they would), so none starts."""
+    params = _small_study(workdir)
+    params["studies"]["hidden_units"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": 0,
+                                         "grid": {"hidden": [4 * params["hparams"]["cora"]["hidden"]]}}
+    write_params(workdir, params)
+    monkeypatch.setattr(plan, "measured_per_seed", lambda dataset, method, **k: (100.0, "family"))
+    monkeypatch.setattr(plan, "cell_per_seed", lambda *a, **k: None)
+    capsys.readouterr()
+    queue.main(["--runs", "2", "--deadline", "5m", "--only", "cora/cadnet/hidden_units-*"])
+    err = capsys.readouterr().err
+    assert "0 -> 2 seeds, ~6.7 min" in err
+    assert "(at the committed run's 200.0 s per seed of family, x2.00 for its range and width)" in err
+    assert "(stopped at the deadline)" in err
+    assert not list((workdir / "data/runs/cora/cadnet").glob("hidden_units-*/seed_*.pt"))
 
 
 def test_only_keeps_the_cells_its_patterns_match_in_the_queues_order(workdir):

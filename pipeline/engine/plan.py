@@ -3,8 +3,9 @@ before any training starts.
 
 The estimate is the committed run's own measurement of the same (dataset, method) family
 (``reports/eval/<dataset>/<method>/<cell>.csv``: wall time per seed-epoch and epochs per seed)
-times the seeds to train. A cell
-never run borrows, and says so. A baseline: its figures on the other datasets, each scaled by how
+times the seeds to train. A family whose committed seeds ran on another kind of device (Cora's
+GAT, on a GPU) takes this device's benchmark figure (``reports/bench/<device>/``) times its
+seeds' epochs. A cell never run borrows, and says so. A baseline: its figures on the other datasets, each scaled by how
 much more the other baselines cost here than there. Otherwise: the same method's figure on the
 dataset whose CAD-Net epoch costs nearest, scaled by CAD-Net's cost here over there; failing that,
 its dataset's CAD-Net figure (Photo APPNP's first run was estimated at 9 min from that and took
@@ -17,6 +18,8 @@ stage can print the whole plan quickly; the train stage repeats its own line wit
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import json
 import math
 import os
@@ -26,6 +29,7 @@ from typing import NamedTuple, Sequence
 
 from joblib import effective_n_jobs
 
+from pipeline import config
 from pipeline.models import REGISTRY
 from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
 from pipeline.progress import duration
@@ -55,10 +59,7 @@ def _figure(dataset: str, method: str, eval_root: Path, device: str, cell: str =
     folder = eval_root / dataset / method
     tables = sorted(p for p in folder.glob(f"{cell or '*'}.csv") if not p.stem.endswith(("_gamma", "_epochs"))) \
         if folder.is_dir() else []
-    rows = []
-    for table in tables:
-        with open(table, newline="") as handle:
-            rows += list(csv.DictReader(handle))
+    rows = [row for table in tables for row in _rows(table, table.stat().st_mtime_ns)]
     same_kind = [r for r in rows if (r.get("device") or "cpu").split(" ")[0] == device]
     rows = same_kind or rows
     try:
@@ -70,6 +71,14 @@ def _figure(dataset: str, method: str, eval_root: Path, device: str, cell: str =
         return None
     return Figure(sum(seconds) / len(seconds), sum(per_epoch) / len(per_epoch),
                   sorted({r.get("device") or "cpu" for r in rows}))
+
+
+@functools.lru_cache(maxsize=None)
+def _rows(table: Path, mtime_ns: int) -> tuple[dict, ...]:
+    """A per-seed table's rows, read once per version of the file (``mtime_ns``): a plan of
+    every cell asks for each family's figure once a cell."""
+    with open(table, newline="") as handle:
+        return tuple(csv.DictReader(handle))
 
 
 def epochs_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, device: str = "cpu") -> float | None:
@@ -157,11 +166,79 @@ def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, de
     if own is not None and own.all_of_kind(device):
         return own.seconds_per_seed, f"{dataset}/{method}{own.where()}"
     # a figure of another kind of machine (a GPU's for a CPU run) would misstate this run's time:
-    # a borrowed figure of this kind first, that one only where there is none
+    # the benchmark's figure of this kind, or a borrowed one, first; that one only where there is none
+    bench = _from_bench(dataset, method, eval_root, device)
+    if bench is not None:
+        return bench
     borrowed = None if method == "cadnet" else _borrowed(dataset, method, eval_root, device, baselines)
     if borrowed is not None or own is None:
         return borrowed
     return own.seconds_per_seed, f"{dataset}/{method}{own.where()}, {OTHER_MACHINE} than this {device}: expect another time"
+
+
+def cell_measured(params: dict, cell: "config.Cell", device: str = "cpu", baselines: Sequence[str] = (),
+                  eval_root: Path = EVAL_ROOT) -> tuple[float, str] | None:
+    """(seconds per seed, whose figure) for one cell on ``device``'s kind: its own committed
+    seeds' figure (a top-up), else its family's (:func:`measured_per_seed`) times
+    :func:`setting_factor`; None where no figure is measured. The queue plans with it and the
+    train stage keeps its deadline and prints its estimate with it, so the two agree."""
+    own = cell_per_seed(cell.dataset, cell.method, cell.name, eval_root=eval_root, device=device)
+    if own is not None:
+        return own, f"{cell} itself"
+    measured = measured_per_seed(cell.dataset, cell.method, eval_root=eval_root, device=device, baselines=baselines)
+    if measured is None:
+        return None
+    factor = setting_factor(params, cell)
+    return measured[0] * factor, measured[1] + (f", x{factor:.2f} for its range and width" if factor != 1 else "")
+
+
+def setting_factor(params: dict, cell: "config.Cell") -> float:
+    """How many times its family's measured figure a seed of ``cell`` costs, by its settings: the
+    square root of the ratio of its range (the method's ``range_key``) and of its hidden width
+    to Table 2's, each where larger. A step or a layer's work grows with them, but the input
+    layer over the sparse features, which neither changes, is much of an epoch; the square root
+    fits the committed study cells (docs/notes.md). A smaller one counts as 1: an estimate too
+    high keeps a deadline, one too low does not."""
+    own, table = config.cell_hparams(params, cell), config.hparams_for(params, cell.dataset, cell.method)
+    factor = 1.0
+    for key in filter(None, (REGISTRY[cell.method].range_key, "hidden")):
+        mine, theirs = (setting_value(cell.method, hp, key) for hp in (own, table))
+        if isinstance(mine, int) and isinstance(theirs, int) and 0 < theirs < mine:
+            factor *= (mine / theirs) ** 0.5
+    return factor
+
+
+def setting_value(method: str, hp: dict, key: str):
+    """``key``'s value in a cell's settings ``hp``, else its default in ``method``'s settings
+    schema (Table 2's GCN leaves ``layers`` out: the schema's 2), else None."""
+    if key in hp:
+        return hp[key]
+    schema = REGISTRY[method].settings
+    field = next((f for f in dataclasses.fields(schema) if f.name == key), None) if schema else None
+    return None if field is None or field.default is dataclasses.MISSING else field.default
+
+
+def _from_bench(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, str] | None:
+    """The method's ms per seed-epoch that ``python -m pipeline.bench`` measured on ``dataset``
+    with this kind of device (``reports/bench/<device>/<dataset>.json`` beside ``eval_root``:
+    its batched chunk's where it batches, else one seed's) times the epochs a seed ran in the
+    committed run, of any device (early stopping ends most before the last); None where either
+    is missing. Cora's GAT ran on a GPU only: its CPU estimate is this one, where CAD-Net's
+    figure would say a twentieth of it."""
+    path = eval_root.parent / "bench" / device / f"{dataset}.json"
+    epochs = epochs_per_seed(dataset, method, eval_root, device)
+    if epochs is None or not path.is_file():
+        return None
+    try:
+        figures = json.loads(path.read_text())["methods"]["figures"]
+    except (ValueError, KeyError, TypeError):
+        return None  # the benchmark's report names a corrupt file; an estimate goes without it
+    row = next((r for r in figures if isinstance(r, dict) and r.get("method") == method), None)
+    ms = row and (row.get("batched") or row.get("single"))
+    if not isinstance(ms, (int, float)) or ms <= 0:
+        return None
+    return ms * epochs / 1000, (f"{dataset}/{method}: the benchmark's {ms:.1f} ms per seed-epoch on {device} x the "
+                                f"committed run's {epochs:.0f} epochs a seed")
 
 
 def _borrowed(dataset: str, method: str, eval_root: Path, device: str,

@@ -169,8 +169,9 @@ def differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def seed_identity(spec: dict, chunk: int | None = None) -> str:
-    """What a stored seed must match to be reused: its cell's spec without the number of seeds
-    , the tables' layout and the study's name (its grid values are in the settings), and, where the chunk changes its numbers, the chunk it trained in."""
+    """What a stored seed must match to be reused: its cell's spec without the number of seeds,
+    the tables' layout and the study's name (its grid values are in the settings), and, where
+    the chunk changes its numbers, the chunk it trained in."""
     kept = {key: value for key, value in spec.items() if key not in ("study", "setting", "runs", "tables", "chunking")}
     if "chunking" in spec:
         kept["chunk"] = chunk
