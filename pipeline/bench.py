@@ -57,7 +57,7 @@ from pipeline.models.adacad_batched import estimate_peak_bytes
 from pipeline.models import BASELINES, REGISTRY
 from pipeline.errors import DataError
 from pipeline.files import write_text_atomic
-from pipeline.paths import BENCH_REPORT, BENCH_ROOT, PROCESSED_ROOT
+from pipeline.paths import BENCH_REPORT, BENCH_ROOT, PROCESSED_ROOT, bench_file
 from pipeline.preprocess import load_graph
 from pipeline.engine.splits import per_class_split
 from pipeline.stats import load_paper
@@ -379,10 +379,6 @@ def code_version() -> str:
     return commit + ("+" if git("status", "--porcelain", "--", "pipeline") else "")
 
 
-def figures_file(device_type: str, dataset: str, root: Path = BENCH_ROOT) -> Path:
-    return root / device_type / f"{dataset}.json"
-
-
 def read_figures(device_type: str, root: Path = BENCH_ROOT) -> dict[str, dict]:
     """Every recorded section on ``device_type``: ``{dataset: {section: entry}}``."""
     return {path.stem: _read_sections(path) for path in sorted((root / device_type).glob("*.json"))}
@@ -399,7 +395,7 @@ def record(device_type: str, dataset: str, section: str, figures, epochs: int, m
            root: Path = BENCH_ROOT) -> None:
     """Store one section's figures for one dataset, with when, at which commit and on what they
     were measured; the dataset's other sections stay as they were."""
-    path = figures_file(device_type, dataset, root)
+    path = bench_file(device_type, dataset, root)
     entries = _read_sections(path) if path.exists() else {}
     entries[section] = {"figures": figures, "date": time.strftime("%Y-%m-%d"), "commit": code_version(),
                         "machine": machine_text, "epochs": epochs}

@@ -29,6 +29,11 @@ BENCH_REPORT = Path("reports/bench_{device}.md")  # bench: the device's page, ge
 PLOT_DATA_ROOT = Path("reports/plots")  # plot (accuracy/), curves (loss/): CSV data plots for `dvc plots show/diff`
 
 
+def bench_file(device_type: str, dataset: str, root: Path = BENCH_ROOT) -> Path:
+    """Where ``python -m pipeline.bench`` keeps one dataset's figures measured on one kind of device."""
+    return root / device_type / f"{dataset}.json"
+
+
 def run_dir(dataset: str, method: str, cell_name: str) -> Path:
     """Where the train stage keeps a cell's finished seeds."""
     return RUNS_ROOT / dataset / method / cell_name

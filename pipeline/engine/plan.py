@@ -31,7 +31,7 @@ from joblib import effective_n_jobs
 
 from pipeline import config
 from pipeline.models import REGISTRY
-from pipeline.paths import DATA_STATS_ROOT, EVAL_ROOT
+from pipeline.paths import BENCH_ROOT, DATA_STATS_ROOT, EVAL_ROOT, bench_file
 from pipeline.progress import duration
 
 
@@ -225,7 +225,7 @@ def _from_bench(dataset: str, method: str, eval_root: Path, device: str) -> tupl
     committed run, of any device (early stopping ends most before the last); None where either
     is missing. Cora's GAT ran on a GPU only: its CPU estimate is this one, where CAD-Net's
     figure would say a twentieth of it."""
-    path = eval_root.parent / "bench" / device / f"{dataset}.json"
+    path = bench_file(device, dataset, root=eval_root.parent / BENCH_ROOT.name)
     epochs = epochs_per_seed(dataset, method, eval_root, device)
     if epochs is None or not path.is_file():
         return None
