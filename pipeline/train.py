@@ -477,7 +477,7 @@ def replica_groups(cells: list[PreparedCell]) -> list[list[PreparedCell]]:
     cell with its label-rate and random-split cells. Every other cell is a batch of its own."""
     groups: dict = {}
     for cell in cells:
-        free = settings_free_within_a_batch(cell.spec["method"])
+        free = settings_free_within_a_batch(cell.spec["method"], cell.hp)
         if cell.spec["engine"] != "batched" or not free or "chunking" in cell.spec:
             groups[("alone", cell.name)] = [cell]
             continue

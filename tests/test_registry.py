@@ -22,7 +22,7 @@ def test_entry_is_complete(name):
         assert check(value), (name, key, value, allowed)
     if name in BASELINES or entry.hparams_of in BASELINES:  # its network, and its settings its own (or that one's)
         assert entry.fixed["baseline"] == (entry.hparams_of or name)
-        assert entry.table_keys is not None and not entry.chunk_independent
+        assert entry.table_keys is not None and not entry.independent_of_chunk({})
         assert {"lr", "weight_decay", "epochs", "early_stop_window"} <= set(entry.own_keys)
     else:  # CAD-Net's network with AdaCAD's three parts set
         assert {"transition", "propagation", "weighting"} <= set(entry.fixed) and entry.table_keys is None

@@ -37,6 +37,8 @@ TOLERANCE = 5e-6
 RUNS = {method: ("loop", "splits") for method in REGISTRY}
 RUNS.update({"cadnet, random splits": ("loop", "splits"), "gcn, features as read": ("loop", "splits", "features"),
              "graph from raw files": ("graph",)})
+# the baselines' sparse implementation (pipeline/models/sparse_baselines.py)
+RUNS.update({f"{method}, sparse": ("loop", "splits") for method in ("gcn", "sgc", "appnp", "gdc")})
 
 
 def settings(method: str, **changes) -> dict:
@@ -69,6 +71,8 @@ def case_settings(case: str) -> dict | None:
         return None
     if case == "cadnet, random splits":
         return settings("cadnet", split="per_class", train_per_class=4, val_per_class=4)
+    if case.endswith(", sparse"):
+        return settings(case.split(",")[0], implementation="sparse")
     return settings(case.split(",")[0])
 
 

@@ -47,11 +47,12 @@ SPLIT_SETTINGS = ("split", "train_per_class", "val_per_class", "subset_seed")
 BATCH_SETTINGS = ("seed_chunk",)
 
 
-def settings_free_within_a_batch(method: str) -> set[str]:
-    """The settings that may differ between the replicas of one batch of ``method``: none for a
-    method whose seeds share their batch's dropout stream (only a cell's own seeds batch)."""
+def settings_free_within_a_batch(method: str, hp: dict) -> set[str]:
+    """The settings that may differ between the replicas of one batch of ``method`` (a cell's
+    settings ``hp``): none for a method whose seeds share their batch's dropout stream (only a
+    cell's own seeds batch)."""
     entry = REGISTRY[method]
-    if not entry.chunk_independent:
+    if not entry.independent_of_chunk(hp):
         return set()
     return set(SPLIT_SETTINGS) | set(entry.replica_settings) | set(BATCH_SETTINGS)
 
@@ -62,7 +63,7 @@ def differing_settings(replicas: list[Replica], method: str) -> dict[str, list]:
     entry = REGISTRY[method]
     keys = sorted(set().union(*(r.hp for r in replicas)))
     differ = [k for k in keys if len({repr(r.hp.get(k)) for r in replicas}) > 1]
-    may = settings_free_within_a_batch(method)
+    may = settings_free_within_a_batch(method, replicas[0].hp)
     if set(differ) - may:
         raise ValueError(f"replicas of {method} differ in {sorted(set(differ) - may)}, which one batch must share")
     return {k: [r.hp[k] for r in replicas] for k in differ if k in entry.replica_settings}
@@ -149,6 +150,8 @@ def train_replicas(graph: dict, replicas: list[Replica], device: torch.device | 
     net = build_net(graph, hp, method, seeds, batched, differing_settings(replicas, method)).to(device)
     splits = [split_masks(graph, r.hp, r.seed) for r in replicas]
     masks = [torch.stack([s[part] for s in splits], dim=1).to(device) for part in range(3)]
+    if hasattr(net, "read_rows"):  # a network that computes only the rows the loss and accuracies read
+        net.read_rows(masks[0].any(1), (masks[0] | masks[1] | masks[2]).any(1))
     y = graph["y"].to(device)
     torch.manual_seed(seeds[0])  # the single-seed network's dropout stream (batched: one per seed)
     optimizer, scheduler = make_optimizer(net.parameters(), hp)

@@ -97,7 +97,7 @@ def cell_spec(params: dict, cell: config.Cell) -> dict:
                  "graph_settings": {key: config.hparams_for(params, cell.dataset)[key]
                                     for key in ("self_loops", "normalize_features")}},
     }
-    if engine == "batched" and not entry.chunk_independent:
+    if engine == "batched" and not entry.independent_of_chunk(settings):
         # its seeds share their chunk's dropout stream: the chunk's size is part of their numbers
         spec["chunking"] = {"seed_chunk": chunk_cap, "memory_budget_gb": params.get("memory_budget_gb", 6)}
     return spec

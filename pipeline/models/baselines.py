@@ -39,6 +39,7 @@ from pipeline.errors import ConfigError
 from pipeline.models.registry import (REGISTRY, choice, from_settings, integer, number, register, register_as,
                                       setting)
 from pipeline.models.seeds import NetOutput, StackedSeeds
+from pipeline.models.sparse_baselines import IMPLEMENTATIONS, build_sparse
 
 # MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -77,6 +78,20 @@ class Hidden(Training):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Sparse:
+    """A network linear in its neighbours, which also has the sparse batched implementation
+    (:mod:`pipeline.models.sparse_baselines`). ``vmap``, the default, is the one its cells
+    without the key were trained with: its seeds share their chunk's dropout stream."""
+
+    implementation: str = setting(choice(*IMPLEMENTATIONS), default="vmap")
+
+
+def independent_of_chunk(hp: dict) -> bool:
+    """Whether a baseline cell's seeds draw their dropout from streams of their own."""
+    return hp.get("implementation", "vmap") == "sparse"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Layered(Hidden):
     """A stack of graph layers; the ranges study (Tables B.12-B.14) sets how many, Table 2's two
     where params.yaml does not."""
@@ -110,8 +125,13 @@ class MixHopSettings(Training):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SGCSettings(Training):
+class SGCSettings(Sparse, Training):
     K: int = setting()
+
+
+@dataclass(frozen=True, kw_only=True)
+class GCNSettings(Sparse, Layered):
+    """GCN: :class:`Layered`, and its sparse implementation."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,13 +152,13 @@ class UNetSettings(Hidden):
 
 
 @dataclass(frozen=True, kw_only=True)
-class APPNPSettings(Hidden):
+class APPNPSettings(Sparse, Hidden):
     K: int = setting()
     ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
 
 
 @dataclass(frozen=True, kw_only=True)
-class GDCSettings(Hidden):
+class GDCSettings(Sparse, Hidden):
     ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
     diffusion_topk: int = setting(integer(1))
 
@@ -150,12 +170,14 @@ NETWORKS: dict[str, type] = {}  # baseline name -> its one-seed network (in_feat
 
 def baseline(name: str, label: str, settings: type, batched: bool = True, range_key: str = ""):
     """Decorator: registers the decorated network as the baseline ``name`` of Table 2, built by
-    :func:`build_baseline` with its settings from ``method_hparams.<name>``."""
+    :func:`build_baseline` with its settings from ``method_hparams.<name>``; a network with the
+    sparse implementation (its settings are :class:`Sparse`) is independent of its chunk there."""
     def add(network):
         NETWORKS[name] = network
         register(name, fixed={"baseline": name, "lr_drop_every": 0}, settings=settings, paper=("table2", name),
-                 batched=batched, label=label, chunk_independent=False, table_keys=PROTOCOL_KEYS,
-                 range_key=range_key)(build_baseline)
+                 batched=batched, label=label,
+                 chunk_independent=independent_of_chunk if issubclass(settings, Sparse) else False,
+                 table_keys=PROTOCOL_KEYS, range_key=range_key)(build_baseline)
         return network
     return add
 
@@ -259,6 +281,8 @@ def build_baseline(graph: dict, hp: dict, seeds: list[int], batched: bool) -> to
     for seed in seeds:
         torch.manual_seed(seed)
         models.append(make_network(name, graph["x"].size(1), graph["num_classes"], hp, graph["y"].size(0)))
+    if batched and independent_of_chunk(hp):
+        return build_sparse(name, models, graph["x"], *inputs[1:], seeds)
     if batched:
         return SeedsSideBySide(models, inputs)
     if len(models) != 1:
@@ -300,8 +324,8 @@ def cheb(in_features: int, classes: int, cfg: ChebSettings, num_nodes: int) -> C
     return ConvStack([ChebConv(a, b, cfg.K) for a, b in layer_widths(in_features, classes, cfg.hidden, 2)], cfg.p_drop)
 
 
-@baseline("gcn", "GCN", Layered, range_key="layers")
-def gcn(in_features: int, classes: int, cfg: Layered, num_nodes: int) -> ConvStack:
+@baseline("gcn", "GCN", GCNSettings, range_key="layers")
+def gcn(in_features: int, classes: int, cfg: GCNSettings, num_nodes: int) -> ConvStack:
     return ConvStack([GCNConv(a, b) for a, b in layer_widths(in_features, classes, cfg.hidden, cfg.layers)], cfg.p_drop)
 
 

@@ -90,8 +90,9 @@ class Method:
     batched: bool = True  # False: its network is built for one seed and trained seed by seed
     label: str = ""  # how the paper's tables name it
     # False: batched, a seed's dropout masks come from its chunk's stream (torch.func.vmap), so
-    # the chunk size is part of what its result records
-    chunk_independent: bool = True
+    # the chunk size is part of what its result records; or a function of a cell's settings
+    # saying so (a baseline with both implementations)
+    chunk_independent: bool | Callable[[dict], bool] = True
     # the keys of CAD-Net's table (params.yaml hparams.<dataset>) it reads; None: all of them.
     # The baselines read the protocol's only: their model settings are their own keys.
     table_keys: tuple[str, ...] | None = None
@@ -116,6 +117,10 @@ class Method:
             return ()
         return tuple(f.name for f in dataclasses.fields(self.settings) if f.name not in self.fixed
                      and ((f.default is not MISSING) == with_default))
+
+    def independent_of_chunk(self, hp: dict) -> bool:
+        """Whether the seeds of a cell with settings ``hp`` draw from streams of their own."""
+        return self.chunk_independent(hp) if callable(self.chunk_independent) else self.chunk_independent
 
     @property
     def own_keys(self) -> tuple[str, ...]:

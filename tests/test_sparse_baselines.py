@@ -1,0 +1,116 @@
+"""pipeline/models/sparse_baselines.py: GCN, SGC, APPNP and GDC as sparse products, against their
+one-seed PyG networks, on a tiny graph whose propagation can be checked by hand, and seed by seed
+independent of the chunk."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline import train
+from pipeline.models import REGISTRY, baselines
+from pipeline.models.sparse_baselines import FixedGraph
+from test_adacad_batched import synthetic_graph
+from test_baselines import settings
+
+SPARSE = ["gcn", "sgc", "appnp", "gdc"]
+
+
+def _first(t, s):  # [F, S, H] -> seed s's weight as PyG's Linear holds it, [H, F]
+    return t[:, s].t()
+
+
+def _stacked(t, s):  # [S, H, C] -> [C, H]
+    return t[s].t()
+
+
+def _vector(t, s):
+    return t[s]
+
+
+CONV_STACK = {"w_in": ("convs.0.lin.weight", _first), "weights.0": ("convs.1.lin.weight", _stacked),
+              "biases.0": ("convs.0.bias", _vector), "biases.1": ("convs.1.bias", _vector)}
+# each stacked parameter: the one-seed network's parameter it stacks, and seed s's slice of it
+SEED_VIEWS = {"gcn": CONV_STACK, "gdc": CONV_STACK,
+              "appnp": {"w_in": ("lin1.weight", _first), "b_in": ("lin1.bias", _vector),
+                        "w_out": ("lin2.weight", _stacked), "b_out": ("lin2.bias", _vector)},
+              "sgc": {"weight": ("conv.lin.weight", _first), "bias": ("conv.lin.bias", _vector)}}
+
+
+def test_every_network_with_a_sparse_implementation_is_tested_here():
+    assert {m for m in REGISTRY if callable(REGISTRY[m].chunk_independent)} == set(SPARSE)
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_sparse_seeds_equal_each_seed_alone_forward_and_gradients(name):
+    """Dropout off (eval): seed s computes what PyG's one-seed network computes from the same
+    initial weights, and its gradient is that network's."""
+    graph, hp = synthetic_graph(), settings(name, implementation="sparse")
+    stacked = baselines.build_baseline(graph, hp, [3, 4], batched=True).eval()
+    assert type(stacked).__module__ == "pipeline.models.sparse_baselines"
+    out, y = stacked(), graph["y"]
+    (-out.log_probs.gather(-1, y.view(-1, 1, 1).expand(-1, 2, 1)).sum()).backward()
+    for s, seed in enumerate((3, 4)):
+        alone = baselines.build_baseline(graph, hp, [seed], batched=False).eval()
+        single = alone()
+        torch.testing.assert_close(out.log_probs[:, s], single.log_probs[:, 0], rtol=1e-5, atol=1e-5)
+        (-single.log_probs[:, 0].gather(-1, y.view(-1, 1)).sum()).backward()
+        theirs = dict(alone.model.named_parameters())
+        ours = dict(stacked.named_parameters())
+        assert set(ours) == set(SEED_VIEWS[name]) and len(theirs) == len(ours)
+        for key, (their_key, view) in SEED_VIEWS[name].items():
+            torch.testing.assert_close(view(ours[key].detach(), s), theirs[their_key].detach(), rtol=0, atol=0)
+            torch.testing.assert_close(view(ours[key].grad, s), theirs[their_key].grad, rtol=1e-4, atol=1e-5)
+    assert torch.equal(out.regularizer, torch.zeros(2)) and torch.equal(out.gamma, torch.ones(y.size(0), 2))
+
+
+def test_propagation_sends_each_source_along_its_edge_with_its_weight():
+    """Edges 0 -> 1 (weight 2) and 2 -> 1 (weight 3), one seed: node 1 receives 2 x0 + 3 x2, the
+    others nothing (PyG's source_to_target flow); the gradient goes back the same edges."""
+    graph = FixedGraph(torch.tensor([[0, 2], [1, 1]]), torch.tensor([2.0, 3.0]), 3)
+    h = torch.tensor([[1.0], [10.0], [100.0]]).view(3, 1, 1).requires_grad_()
+    out = graph.propagate(h)
+    assert out.view(-1).tolist() == [0.0, 302.0, 0.0]
+    out.sum().backward()
+    assert h.grad.view(-1).tolist() == [2.0, 0.0, 3.0]
+
+
+def test_gcn_normalisation_on_a_path_by_hand():
+    r"""Path 0 - 1 - 2 with self-loops: degrees 2, 3, 2, so :math:`\hat{A}_{01} = 1/\sqrt{6}`,
+    :math:`\hat{A}_{11} = 1/3`, :math:`\hat{A}_{00} = 1/2`."""
+    graph = FixedGraph.gcn_normalised(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), 3)
+    dense = graph.matrix.to_dense()
+    r6 = 1 / 6 ** 0.5
+    torch.testing.assert_close(dense, torch.tensor([[0.5, r6, 0], [r6, 1 / 3, r6], [0, r6, 0.5]]))
+
+
+def test_sgc_reads_only_the_rows_the_loop_reads_and_gives_them_unchanged():
+    graph, hp = synthetic_graph(), settings("sgc", implementation="sparse")
+    net = baselines.build_baseline(graph, hp, [0, 1], batched=True).eval()
+    full = net().log_probs
+    every = torch.zeros(graph["y"].size(0), dtype=torch.bool)
+    every[[1, 4, 7]] = True
+    net.read_rows(every.clone(), every)
+    part = net().log_probs
+    torch.testing.assert_close(part[every], full[every], rtol=0, atol=1e-6)
+    assert torch.equal(part[~every], torch.zeros_like(part[~every]))
+
+
+@pytest.mark.parametrize("name", ["gcn", "appnp"])
+def test_a_seed_trains_the_same_in_any_chunk(name):
+    """Dropout on: each seed's masks come from its own stream, so seed 1 alone and seed 1 among
+    three give the same run (up to the float rounding of products of another width; a mask
+    drawn from the chunk's stream moves the losses by far more)."""
+    graph, hp = synthetic_graph(), settings(name, implementation="sparse", p_drop=0.5, epochs=10)
+    three = train.train_chunk(graph, hp, [0, 1, 2], method=name)
+    alone = train.train_chunk(graph, hp, [1], method=name)
+    for key, values in alone[0]["history"].items():
+        assert three[1]["history"][key] == pytest.approx(values, rel=0, abs=1e-5), key
+    assert three[1]["selected_epoch"] == alone[0]["selected_epoch"]
+    assert three[0]["history"]["train_loss"] != pytest.approx(three[1]["history"]["train_loss"], abs=1e-3)
+
+
+def test_only_the_sparse_implementation_is_independent_of_its_chunk():
+    entry = REGISTRY["gcn"]
+    assert entry.independent_of_chunk({"implementation": "sparse"})
+    assert not entry.independent_of_chunk({}) and not entry.independent_of_chunk({"implementation": "vmap"})
+    assert not REGISTRY["cheb"].independent_of_chunk({})
