@@ -1,0 +1,49 @@
+"""pipeline/bench_plain.py: each plain version is the network the pipeline trains. Given the
+one-seed PyG network's weights it computes that network's outputs (eval mode), and its
+training-mode dropout draws each seed's own mask."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline import bench_plain
+from pipeline.models import baselines
+from test_adacad_batched import synthetic_graph
+from test_baselines import settings
+
+
+def _load(plain, model, name):
+    """The one-seed network's weights into seed 0 of the plain version (seeds = 1)."""
+    with torch.no_grad():
+        if name in ("gcn", "gdc"):
+            plain.w1.copy_(model.convs[0].lin.weight.t()), plain.b1.copy_(model.convs[0].bias)
+            plain.w2.copy_(model.convs[1].lin.weight.t()[None]), plain.b2.copy_(model.convs[1].bias.view(1, 1, -1))
+        elif name == "appnp":
+            plain.w1.copy_(model.lin1.weight.t()[None]), plain.b1.copy_(model.lin1.bias.view(1, 1, -1))
+            plain.w2.copy_(model.lin2.weight.t()[None]), plain.b2.copy_(model.lin2.bias.view(1, 1, -1))
+        else:
+            plain.w.copy_(model.conv.lin.weight.t()), plain.b.copy_(model.conv.lin.bias)
+
+
+@pytest.mark.parametrize("name", ["gcn", "sgc", "appnp", "gdc"])
+def test_a_plain_version_computes_its_pyg_network(name):
+    graph, hp = synthetic_graph(), settings(name)
+    reference = baselines.build_baseline(graph, hp, [0], batched=False).eval()
+    plain = bench_plain.plain_network(name, graph, hp, seeds=1).eval()
+    _load(plain, reference.model, name)
+    theirs = reference().log_probs[:, 0]
+    torch.testing.assert_close(F.log_softmax(plain()[0], -1), theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_sparse_dropout_gives_each_seed_its_own_mask_on_the_stored_entries():
+    x = synthetic_graph()["x"].coalesce()
+    dropped = bench_plain.sparse_dropout(x, 0.5, seeds=2).coalesce().to_dense()
+    kept = dropped != 0
+    assert not (kept & (x.to_dense() == 0)).any()  # only stored entries survive
+    assert not torch.equal(kept[0], kept[1])
+    torch.testing.assert_close(dropped[kept], 2 * x.to_dense().expand(2, -1, -1)[kept])
+
+
+def test_a_method_without_a_plain_version_has_none():
+    assert bench_plain.plain_network("gat", synthetic_graph(), settings("gat"), seeds=1) is None
