@@ -33,7 +33,7 @@ CONV_STACK = {"w_in": ("convs.0.lin.weight", _first), "weights.0": ("convs.1.lin
 SEED_VIEWS = {"gcn": CONV_STACK, "gdc": CONV_STACK,
               "appnp": {"w_in": ("lin1.weight", _first), "b_in": ("lin1.bias", _vector),
                         "w_out": ("lin2.weight", _stacked), "b_out": ("lin2.bias", _vector)},
-              "sgc": {"weight": ("conv.lin.weight", _first), "bias": ("conv.lin.bias", _vector)}}
+              "sgc": {"w_in": ("conv.lin.weight", _first), "bias": ("conv.lin.bias", _vector)}}
 
 
 def test_every_network_with_a_sparse_implementation_is_tested_here():

@@ -38,14 +38,18 @@ class FixedGraph:
     r"""A fixed propagation matrix :math:`M` with :math:`M_{ij} = w_{j \to i}`: PyG's message
     passing (``flow="source_to_target"``) sends ``x_j`` along each edge ``j -> i``
     (``edge_index[0]`` to ``edge_index[1]``) and sums at ``i``; duplicate edges add up, as there.
-    Kept as CSR with its transpose, for the gradient."""
+    Kept as CSR with its transpose, for the gradient; :meth:`rows` keeps some of its rows."""
 
     def __init__(self, edge_index: Tensor, edge_weight: Tensor, num_nodes: int):
         source, target = edge_index
-        coo = torch.sparse_coo_tensor(torch.stack([target, source]), edge_weight, (num_nodes, num_nodes),
-                                      check_invariants=True).coalesce()
+        self._set(torch.sparse_coo_tensor(torch.stack([target, source]), edge_weight, (num_nodes, num_nodes),
+                                          check_invariants=True).coalesce())
+
+    def _set(self, coo: Tensor) -> "FixedGraph":
+        self.coo = coo
         self.matrix = coo.to_sparse_csr()
         self.transposed = coo.t().coalesce().to_sparse_csr()
+        return self
 
     @classmethod
     def gcn_normalised(cls, edge_index: Tensor, num_nodes: int) -> "FixedGraph":
@@ -54,14 +58,18 @@ class FixedGraph:
         index, weight = gcn_norm(edge_index, None, num_nodes, add_self_loops=True)
         return cls(index, weight, num_nodes)
 
+    def rows(self, index: Tensor) -> "FixedGraph":
+        """The matrix of rows ``index`` of this one: its product gives those nodes only."""
+        return FixedGraph.__new__(FixedGraph)._set(self.coo.index_select(0, index).coalesce())
+
     def to(self, device) -> "FixedGraph":
-        self.matrix, self.transposed = self.matrix.to(device), self.transposed.to(device)
+        self.coo, self.matrix, self.transposed = (t.to(device) for t in (self.coo, self.matrix, self.transposed))
         return self
 
     def propagate(self, h: Tensor) -> Tensor:
-        """``M @ h`` for every seed of ``h`` ``[N, S, D]`` at once."""
-        n = h.size(0)
-        return _FixedProduct.apply(self.matrix, self.transposed, h.reshape(n, -1)).view(h.shape)
+        """``M @ h`` for every seed of ``h`` ``[N, S, D]`` at once: ``[rows of M, S, D]``."""
+        out = _FixedProduct.apply(self.matrix, self.transposed, h.reshape(h.size(0), -1))
+        return out.view(-1, *h.shape[1:])
 
 
 class _FixedProduct(torch.autograd.Function):
@@ -176,44 +184,50 @@ class SparseAPPNP(SparseSeeds):
         return self.output(z)
 
 
-class SparseSGC(StackedSeeds):
-    r""":class:`pipeline.models.baselines.SGC`: logits :math:`\hat{A}^K X W + b`, the
-    propagated features computed once (PyG's ``SGConv(cached=True)``), and the logits only on
-    the rows the loop reads (:meth:`read_rows`: the training nodes in training mode, every
+class SparseSGC(SparseSeeds):
+    r""":class:`pipeline.models.baselines.SGC`: logits :math:`\hat{A}^K X W + b`, computed as
+    :math:`\hat{A}^K (X W) + b`, the same function with the products in the other order
+    (PyG's ``SGConv(cached=True)`` keeps :math:`\hat{A}^K X`, an N x F dense matrix, and
+    multiplies it by :math:`W` at every step; here the sparse features meet the weights first,
+    then K products of the sparse graph with an N x SC matrix). The last product is taken only
+    on the rows the loop reads (:meth:`read_rows`: the training nodes in training mode, every
     split's in the eval pass); the other rows' log-probabilities are left at 0, which no loss
-    or accuracy reads."""
+    or accuracy reads. Rounding differs from PyG's order in the last float digits."""
 
-    SEED_AXIS = {"weight": 1}
+    SEED_AXIS = {"w_in": 1}
 
     def __init__(self, models: list, x: Tensor, graph: FixedGraph, seeds: list[int]):
-        super().__init__()
-        propagated = x.to_dense()
-        for _ in range(models[0].conv.K):
-            propagated = torch.sparse.mm(graph.matrix, propagated)
-        self.propagated = propagated
-        self.weight = _stack([m.conv.lin.weight.t() for m in models], dim=1)  # [F, S, C]
+        super().__init__(x, seeds)
+        self.graph, self.K = graph, models[0].conv.K
+        self.w_in = _stack([m.conv.lin.weight.t() for m in models], dim=1)  # [F, S, C]
         self.bias = _stack([m.conv.lin.bias for m in models])
         self.rows = {True: None, False: None}  # training mode -> the rows read (None: all)
+        self.last = {True: graph, False: graph}  # training mode -> the last product, those rows only
 
     def to(self, device):
         super().to(device)
-        self.propagated = self.propagated.to(device)
+        self.graph.to(device)
         self.rows = {mode: None if rows is None else rows.to(device) for mode, rows in self.rows.items()}
+        self.last = {mode: last.to(device) for mode, last in self.last.items()}
         return self
 
     def read_rows(self, training: Tensor, every: Tensor) -> None:
         """The nodes ``[N]`` (bool) whose output the loop reads in training mode and in the eval pass."""
-        self.rows = {True: training.nonzero().view(-1), False: every.nonzero().view(-1)}
+        if self.K > 0:  # K = 0 is a linear model on the features: every row is its own product
+            self.rows = {True: training.nonzero().view(-1), False: every.nonzero().view(-1)}
+            self.last = {mode: self.graph.rows(rows) for mode, rows in self.rows.items()}
 
     def forward(self) -> NetOutput:
+        h = self.first_layer()
+        for _ in range(self.K - 1):
+            h = self.graph.propagate(h)
         rows = self.rows[self.training]
-        F_in, S, C = self.weight.shape
-        features = self.propagated if rows is None else self.propagated[rows]
-        logits = (features @ self.weight.reshape(F_in, S * C)).view(-1, S, C) + self.bias
+        logits = (self.last[self.training].propagate(h) if self.K else h) + self.bias
+        if rows is None:
+            return self.output(logits)
+        n, S = h.shape[:2]
         log_probs = F.log_softmax(logits, dim=-1)
-        n = self.propagated.size(0)
-        if rows is not None:
-            log_probs = log_probs.new_zeros(n, S, C).index_copy(0, rows, log_probs)
+        log_probs = log_probs.new_zeros(n, *log_probs.shape[1:]).index_copy(0, rows, log_probs)
         return NetOutput(log_probs, logits.new_zeros(S), logits.new_ones(n, S))
 
 
