@@ -129,6 +129,14 @@ def update_params(root: Path, **top_level: object) -> dict:
     return params
 
 
+def vmapped(params: dict, method: str, dataset: str = "cora") -> dict:
+    """``params`` with ``method`` on ``dataset`` in its vmap implementation, whose seeds share
+    their chunk's dropout stream (params.yaml may select the sparse one there)."""
+    own = params["method_hparams"][method]
+    params["method_hparams"][method] = {**own, dataset: {**own.get(dataset, {}), "implementation": "vmap"}}
+    return params
+
+
 def with_variants_in_selection(params: dict, **changes: object) -> dict:
     """``params`` with ``changes``, where the main study (Table 2's CAD-Net row) follows the
     selection as it did before studies were blocks: ``datasets`` and ``methods`` set the main

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.func import vmap
 
-from conftest import SHIPPED_PARAMS, train_cell, update_params
+from conftest import SHIPPED_PARAMS, read_params, train_cell, update_params, vmapped, write_params
 from pipeline import config, train
 from pipeline.models import baselines
 from pipeline.files import save_torch
@@ -121,6 +121,7 @@ def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
     fingerprint and a lost seed is retrained with its whole block, identically."""
     update_params(workdir, datasets=["cora"], methods=["gcn"], runs=4, seed_chunk=2,
                   variants={"datasets": [], "methods": [], "runs": {}}, baselines={"datasets": [], "methods": [], "runs": {}})
+    write_params(workdir, vmapped(read_params(workdir), "gcn"))
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
     train_cell(["cora", "gcn"])

@@ -46,9 +46,10 @@ def test_each_cell_gets_its_own_spec(workdir):
         ("cora", "cadnet"): 7, ("citeseer", "cadnet"): 3, ("cora", "gcn"): 7, ("cora", "gat"): 0}
     assert specs[("cora", "cadnet")]["settings"] == config.hparams_for(config.load_params(), "cora", "cadnet")
     assert specs[("cora", "gcn")]["settings"]["hidden"] == 16 and "beta" not in specs[("cora", "gcn")]["settings"]
-    # a baseline's seeds depend on their chunk; CAD-Net's do not
-    assert specs[("cora", "gcn")]["chunking"] == {"seed_chunk": 25, "memory_budget_gb": 6}
-    assert "chunking" not in specs[("cora", "cadnet")]
+    # a vmapped baseline's seeds depend on their chunk; CAD-Net's and the sparse implementation's
+    # (GCN on Cora, params.yaml) do not
+    assert specs[("cora", "gat")]["chunking"] == {"seed_chunk": 25, "memory_budget_gb": 6}
+    assert "chunking" not in specs[("cora", "cadnet")] and "chunking" not in specs[("cora", "gcn")]
     assert specs[("cora", "cadnet")]["code"] == {**COMPONENTS, "network": REGISTRY["cadnet"].version}
     texts = {cell: (workdir / cell_spec_file(*cell)).read_text() for cell in cells}
     update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 5}}})
@@ -159,25 +160,26 @@ def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(wor
 
 
 def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them(workdir):
-    """A baseline's seeds share their chunk's dropout stream, so its chunk cap and memory budget
-    are in its spec (DVC reruns its stages when they move); CAD-Net's seeds do not depend on their
-    chunk, and nor does a baseline trained seed by seed: their specs stay as they were."""
+    """A vmapped baseline's seeds share their chunk's dropout stream, so its chunk cap and memory
+    budget are in its spec (DVC reruns its stages when they move); CAD-Net's seeds do not depend on
+    their chunk, nor do those of a baseline's sparse implementation (SGC on Cora, params.yaml) or of
+    one trained seed by seed: their specs stay as they were."""
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS,
-                  baselines={"datasets": ["cora"], "methods": ["sgc", "agnn"], "runs": {}}, device="cpu")
+                  baselines={"datasets": ["cora"], "methods": ["cheb", "sgc", "agnn"], "runs": {}}, device="cpu")
     check.main([])
-    files = {m: workdir / cell_spec_file("cora", m) for m in ("cadnet", "sgc", "agnn")}
+    files = {m: workdir / cell_spec_file("cora", m) for m in ("cadnet", "cheb", "sgc", "agnn")}
     before = {m: f.read_text() for m, f in files.items()}
     for changes in ({"seed_chunk": 1}, {"memory_budget_gb": 2}):
         update_params(workdir, **changes)
         check.main([])
-        assert files["sgc"].read_text() != before["sgc"], changes
-        assert files["cadnet"].read_text() == before["cadnet"] and files["agnn"].read_text() == before["agnn"]
-        before["sgc"] = files["sgc"].read_text()
+        assert files["cheb"].read_text() != before["cheb"], changes
+        assert all(files[m].read_text() == before[m] for m in ("cadnet", "sgc", "agnn"))
+        before["cheb"] = files["cheb"].read_text()
     params = read_params(workdir)
-    update_params(workdir, method_hparams={**params["method_hparams"], "sgc": {**params["method_hparams"]["sgc"],
-                                                                              "cora": {"seed_chunk": 2}}})
+    update_params(workdir, method_hparams={**params["method_hparams"], "cheb": {**params["method_hparams"]["cheb"],
+                                                                               "cora": {"seed_chunk": 2}}})
     check.main([])
-    assert spec_of(workdir, "cora", "sgc")["chunking"]["seed_chunk"] == 2
+    assert spec_of(workdir, "cora", "cheb")["chunking"]["seed_chunk"] == 2
 
 
 def test_a_memory_budget_below_one_seed_of_a_cell_stops_at_the_check_stage(workdir):

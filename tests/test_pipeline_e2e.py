@@ -34,7 +34,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import PROJECT_ROOT, readme_commands, with_variants_in_selection, write_tiny_planetoid_mirror
+from conftest import PROJECT_ROOT, readme_commands, vmapped, with_variants_in_selection, write_tiny_planetoid_mirror
 from pipeline import stats
 
 RUNS = 2
@@ -127,6 +127,7 @@ def project(tmp_path_factory) -> Project:
         baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}, "protocol": {}})
     params["studies"]["main"]["datasets"] = ["citeseer", "cora", "pubmed"]  # CiteSeer: the quick look's
     params["method_hparams"]["gcn"]["epochs"] = 5
+    vmapped(params, "gcn")  # the engine whose seeds depend on their chunk (a test below changes it)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
     proj = Project(root, _env(tmp, mirror))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PROJECT_ROOT, fake_record, read_params, train_cell, update_params, write_params
+from conftest import PROJECT_ROOT, fake_record, read_params, train_cell, update_params, vmapped, write_params
 from pipeline import config, preprocess, train
 from pipeline.engine import loop, spec
 from pipeline.files import save_torch
@@ -315,8 +315,8 @@ def test_a_cells_own_seed_chunk_caps_its_chunk_in_place_of_the_global_one():
 
 def test_a_cells_own_seed_chunk_is_not_in_its_identity_its_chunk_size_is(workdir):
     """CAD-Net's seeds do not depend on their chunk, so a new cap retrains none of them; a
-    baseline's chunk size is part of its seeds' identity."""
-    params = config.load_params()
+    vmapped baseline's chunk size is part of its seeds' identity."""
+    params = vmapped(config.load_params(), "gcn")
     own = params["method_hparams"]
     capped = {**params, "method_hparams": {**own, "cadnet": {"seed_chunk": 5}}}
     cadnet = config.Cell(config.table_cell_name(params, "cadnet"), "cora", "cadnet")
@@ -397,6 +397,7 @@ def test_shards_of_a_cell_are_its_full_run_seed_for_seed_and_the_stage_then_trai
     blocks {2, 3}, shard 0 blocks {0, 1} and {4, 5}; together they write what one full run
     writes (same fingerprint, same histories), and the unsharded stage afterwards trains nothing."""
     run_dir = _cora_workdir(workdir, "gcn", runs=6, seed_chunk=2, epochs=3)
+    write_params(workdir, vmapped(read_params(workdir), "gcn"))
     train_cell(["cora", "gcn"])
     full = _records(run_dir)
     shutil.rmtree(run_dir)

@@ -86,6 +86,25 @@ class _FixedProduct(torch.autograd.Function):
         return None, None, torch.sparse.mm(ctx.transposed, grad.contiguous())
 
 
+class _SeedBias(torch.autograd.Function):
+    """``h + b`` for ``h`` ``[N, S, D]`` and ``b`` ``[S, D]``, whose gradient sums over the nodes
+    along each seed's own contiguous row: autograd's own sum over the strided node axis
+    vectorises by the width S x D, so a seed's bias gradient would differ in its last bits with
+    the number of seeds beside it."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, b: Tensor) -> Tensor:
+        return h + b
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return grad, grad.movedim(0, -1).contiguous().sum(-1)
+
+
+def add_bias(h: Tensor, b: Tensor) -> Tensor:
+    return _SeedBias.apply(h, b)
+
+
 def _stack(tensors: list[Tensor], dim: int = 0) -> torch.nn.Parameter:
     return torch.nn.Parameter(torch.stack([t.detach() for t in tensors], dim=dim))
 
@@ -148,10 +167,10 @@ class SparseConvStack(SparseSeeds):
         return self
 
     def forward(self) -> NetOutput:
-        h = self.graph.propagate(self.first_layer()) + self.biases[0]
+        h = add_bias(self.graph.propagate(self.first_layer()), self.biases[0])
         for w, b in zip(self.weights, self.biases[1:]):
             h = self.dropout(F.relu(h), self.p_drop)
-            h = self.graph.propagate(torch.einsum("nsh,shc->nsc", h, w)) + b
+            h = add_bias(self.graph.propagate(torch.einsum("nsh,shc->nsc", h, w)), b)
         return self.output(h)
 
 
@@ -175,9 +194,9 @@ class SparseAPPNP(SparseSeeds):
         return self
 
     def forward(self) -> NetOutput:
-        h = F.relu(self.first_layer(self.p_drop) + self.b_in)
+        h = F.relu(add_bias(self.first_layer(self.p_drop), self.b_in))
         h = self.dropout(h, self.p_drop)
-        h = torch.einsum("nsh,shc->nsc", h, self.w_out) + self.b_out
+        h = add_bias(torch.einsum("nsh,shc->nsc", h, self.w_out), self.b_out)
         z = h
         for _ in range(self.K):
             z = (1 - self.alpha) * self.graph.propagate(z) + self.alpha * h
@@ -222,7 +241,7 @@ class SparseSGC(SparseSeeds):
         for _ in range(self.K - 1):
             h = self.graph.propagate(h)
         rows = self.rows[self.training]
-        logits = (self.last[self.training].propagate(h) if self.K else h) + self.bias
+        logits = add_bias(self.last[self.training].propagate(h) if self.K else h, self.bias)
         if rows is None:
             return self.output(logits)
         n, S = h.shape[:2]
