@@ -135,6 +135,40 @@ def test_a_baseline_never_run_is_scaled_by_the_other_baselines_cost_here_over_th
     assert plan.measured_per_seed("computers", "mixhop", tmp_path / "no-run-yet", baselines=baselines) is None
 
 
+def test_a_peer_of_another_implementation_on_the_other_dataset_does_not_scale_a_baseline(tmp_path):
+    """SGC sparse on Cora (0.1 s a seed) and vmapped on CS (100 s): a ratio of implementations.
+    Given the params, only GCN (vmapped on both) scales Graph U-Net from Cora to CS (x10)."""
+    baselines = ["gcn", "sgc", "graph_unet"]
+    for dataset, gcn, sgc, unet in [("cora", 1, 0.1, 50), ("cs", 10, 100, None)]:
+        for method, seconds in [("cadnet", 1), ("gcn", gcn), ("sgc", sgc), ("graph_unet", unet)]:
+            if seconds is not None:
+                write_seconds(tmp_path, dataset, method, seconds)
+    params = config.load_params()
+    params["method_hparams"]["sgc"]["cora"] = {"implementation": "sparse"}
+    params["method_hparams"]["sgc"].pop("cs", None)
+    params["method_hparams"]["gcn"] = {k: v for k, v in params["method_hparams"]["gcn"].items() if k not in ("cora", "cs")}
+    seconds, source = plan.measured_per_seed("cs", "graph_unet", tmp_path, baselines=baselines, params=params)
+    assert source.startswith("cora/graph_unet x10.00") and seconds == pytest.approx(500.0)
+    seconds, _ = plan.measured_per_seed("cs", "graph_unet", tmp_path, baselines=baselines)  # no params: both peers
+    assert seconds == pytest.approx(50 * (10 + 1000) / 2)  # the median of x10 and x1000
+
+
+def test_a_family_never_run_is_costed_by_the_benchmarks_figure_times_its_configured_epochs(tmp_path):
+    """Graph U-Net on CS has no seeds; the CPU benchmark measured 2,000 ms a seed-epoch there:
+    with the params, its configured 1,000 epochs (Shchur et al.'s protocol there; early stopping
+    can only shorten them) give 2,000 s a seed; without, no epochs to use."""
+    eval_root = tmp_path / "eval"
+    write_table(eval_root, "cs", "cadnet", [(100, 10.0, "cpu")])
+    bench = tmp_path / "bench" / "cpu" / "cs.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text('{"methods": {"figures": [{"method": "graph_unet", "batched": null, "single": 2000.0}]}}')
+    params = config.load_params()
+    assert config.hparams_for(params, "cs", "graph_unet")["epochs"] == 1000
+    seconds, source = plan.measured_per_seed("cs", "graph_unet", eval_root, params=params)
+    assert seconds == pytest.approx(2000.0) and "its configured 1000 epochs a seed" in source
+    assert plan.measured_per_seed("cs", "graph_unet", eval_root)[1].startswith("cs/cadnet")
+
+
 def write_sizes(root, dataset, nodes, directed_edges, features):
     root.mkdir(exist_ok=True)
     (root / f"{dataset}.json").write_text(

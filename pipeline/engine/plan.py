@@ -119,14 +119,16 @@ def _scaled_from_another_dataset(dataset: str, method: str, eval_root: Path, dev
 
 
 def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, device: str,
-                               baselines: Sequence[str]) -> tuple[float, str] | None:
+                               baselines: Sequence[str], params: dict | None = None) -> tuple[float, str] | None:
     """A baseline's seconds per seed on each other dataset where it ran, times the median, over
     the other baselines run on both datasets, of their seconds per seed here over there; the
     geometric mean of those (all figures of ``device``'s kind). Baselines scale with the graph
     more alike than CAD-Net does. Each of the 28 CPU baseline cells committed when this was chosen, left out
     in turn, was within x1.9 of this at the median, x3.6 at the 90th percentile and x4.3 at worst,
     against x3.4, x7.7 and x31 for CAD-Net's cost ratio (PubMed MixHop: 110 s per seed from
-    this, 1359 from that, 299 measured)."""
+    this, 1359 from that, 299 measured). With ``params``, a peer counts only where it trains with
+    the same implementation on both datasets: SGC's sparse Cora seed costs a thousandth of its
+    vmapped CS seed, a ratio of implementations, not of graphs."""
     def seconds(where: str, who: str) -> float | None:
         figure = _figure(where, who, eval_root, device)
         return figure.seconds_per_seed if figure is not None and figure.all_of_kind(device) else None
@@ -136,7 +138,8 @@ def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, devic
     for other in _other_datasets(eval_root, dataset):
         theirs = seconds(other, method)
         ratios = [here[peer] / there for peer in here
-                  if here[peer] and (there := seconds(other, peer))] if theirs else []
+                  if here[peer] and same_implementation(params, peer, dataset, other)
+                  and (there := seconds(other, peer))] if theirs else []
         if ratios:
             scale = statistics.median(ratios)
             logs.append(math.log(theirs * scale))
@@ -148,6 +151,16 @@ def _scaled_by_other_baselines(dataset: str, method: str, eval_root: Path, devic
         "this cell has no figure of its own, and methods do not scale alike")
 
 
+def same_implementation(params: dict | None, method: str, dataset: str, other: str) -> bool:
+    """Whether ``method`` trains with the same implementation (``vmap`` or ``sparse``) on both
+    datasets; True without ``params`` to say."""
+    if params is None:
+        return True
+    def implementation(where: str) -> str:
+        return config.hparams_for(params, where, method).get("implementation", "vmap")
+    return implementation(dataset) == implementation(other)
+
+
 def cell_per_seed(dataset: str, method: str, cell: str, eval_root: Path = EVAL_ROOT, device: str = "cpu") -> float | None:
     """Seconds per seed of one cell's committed seeds of ``device``'s kind, or None where it has
     none."""
@@ -156,21 +169,23 @@ def cell_per_seed(dataset: str, method: str, cell: str, eval_root: Path = EVAL_R
 
 
 def measured_per_seed(dataset: str, method: str, eval_root: Path = EVAL_ROOT, device: str = "cpu",
-                      baselines: Sequence[str] = ()) -> tuple[float, str] | None:
+                      baselines: Sequence[str] = (), params: dict | None = None) -> tuple[float, str] | None:
     """(seconds per seed, whose figure) from the committed per-seed tables, or None: the cell's
     own; else, for an entry that reads another's settings (``hparams_of``), that one's here;
     else, for one of ``baselines``, its figures elsewhere scaled by the other baselines' cost;
     else the method's on another dataset, scaled by CAD-Net's cost (same device kind);
-    else the dataset's CAD-Net figure. A borrowed figure says so."""
+    else the dataset's CAD-Net figure. A borrowed figure says so. ``params`` (where the caller
+    has them) give a family never run its configured epochs for the benchmark's figure, and keep
+    a borrowed figure to peers of one implementation (:func:`same_implementation`)."""
     own = _figure(dataset, method, eval_root, device)
     if own is not None and own.all_of_kind(device):
         return own.seconds_per_seed, f"{dataset}/{method}{own.where()}"
     # a figure of another kind of machine (a GPU's for a CPU run) would misstate this run's time:
     # the benchmark's figure of this kind, or a borrowed one, first; that one only where there is none
-    bench = _from_bench(dataset, method, eval_root, device)
+    bench = _from_bench(dataset, method, eval_root, device, params)
     if bench is not None:
         return bench
-    borrowed = None if method == "cadnet" else _borrowed(dataset, method, eval_root, device, baselines)
+    borrowed = None if method == "cadnet" else _borrowed(dataset, method, eval_root, device, baselines, params)
     if borrowed is not None or own is None:
         return borrowed
     return own.seconds_per_seed, f"{dataset}/{method}{own.where()}, {OTHER_MACHINE} than this {device}: expect another time"
@@ -185,7 +200,8 @@ def cell_measured(params: dict, cell: "config.Cell", device: str = "cpu", baseli
     own = cell_per_seed(cell.dataset, cell.method, cell.name, eval_root=eval_root, device=device)
     if own is not None:
         return own, f"{cell} itself"
-    measured = measured_per_seed(cell.dataset, cell.method, eval_root=eval_root, device=device, baselines=baselines)
+    measured = measured_per_seed(cell.dataset, cell.method, eval_root=eval_root, device=device, baselines=baselines,
+                                 params=params)
     if measured is None:
         return None
     factor = setting_factor(params, cell)
@@ -218,16 +234,20 @@ def setting_value(method: str, hp: dict, key: str):
     return None if field is None or field.default is dataclasses.MISSING else field.default
 
 
-def _from_bench(dataset: str, method: str, eval_root: Path, device: str) -> tuple[float, str] | None:
+def _from_bench(dataset: str, method: str, eval_root: Path, device: str,
+                params: dict | None = None) -> tuple[float, str] | None:
     """The method's ms per seed-epoch that ``python -m pipeline.bench`` measured on ``dataset``
     with this kind of device (``reports/bench/<device>/<dataset>.json`` beside ``eval_root``:
     its batched chunk's where it batches, else one seed's) times the epochs a seed ran in the
-    committed run, of any device (early stopping ends most before the last); None where either
+    committed run, of any device (early stopping ends most before the last), or where none ran,
+    the epochs ``params`` set for it (early stopping can only shorten them); None where either
     is missing. Cora's GAT ran on a GPU only: its CPU estimate is this one, where CAD-Net's
     figure would say a twentieth of it."""
     path = bench_file(device, dataset, root=eval_root.parent / BENCH_ROOT.name)
-    epochs = epochs_per_seed(dataset, method, eval_root, device)
-    if epochs is None or not path.is_file():
+    epochs, whose = epochs_per_seed(dataset, method, eval_root, device), "the committed run's"
+    if epochs is None and params is not None:
+        epochs, whose = config.hparams_for(params, dataset, method).get("epochs"), "its configured"
+    if not isinstance(epochs, (int, float)) or not path.is_file():
         return None
     try:
         figures = json.loads(path.read_text())["methods"]["figures"]
@@ -237,18 +257,18 @@ def _from_bench(dataset: str, method: str, eval_root: Path, device: str) -> tupl
     ms = row and (row.get("batched") or row.get("single"))
     if not isinstance(ms, (int, float)) or ms <= 0:
         return None
-    return ms * epochs / 1000, (f"{dataset}/{method}: the benchmark's {ms:.1f} ms per seed-epoch on {device} x the "
-                                f"committed run's {epochs:.0f} epochs a seed")
+    return ms * epochs / 1000, (f"{dataset}/{method}: the benchmark's {ms:.1f} ms per seed-epoch on {device} x "
+                                f"{whose} {epochs:.0f} epochs a seed")
 
 
 def _borrowed(dataset: str, method: str, eval_root: Path, device: str,
-              baselines: Sequence[str]) -> tuple[float, str] | None:
+              baselines: Sequence[str], params: dict | None = None) -> tuple[float, str] | None:
     """A cell's figure from other cells' (:func:`measured_per_seed`)."""
     network_of = REGISTRY[method].hparams_of if method in REGISTRY else ""
     same_network = network_of and _figure(dataset, network_of, eval_root, device)
     if same_network and same_network.all_of_kind(device):  # the entry differs from that one by a setting, not by its network
         return same_network.seconds_per_seed, f"{dataset}/{network_of}{same_network.where()}, the same network"
-    scaled = (_scaled_by_other_baselines(dataset, method, eval_root, device, baselines)
+    scaled = (_scaled_by_other_baselines(dataset, method, eval_root, device, baselines, params)
               if method in baselines else None)
     scaled = scaled or _scaled_from_another_dataset(dataset, method, eval_root, device)
     if scaled is not None:
