@@ -1,5 +1,6 @@
 """The bench's yardstick: plain PyTorch versions of the baselines that have a sparse batched
-implementation, S seeds at once, trained as the pipeline trains them.
+implementation, S seeds at once, trained as the pipeline trains them; and, for the baselines
+trained one seed at a time (Graph U-Net, AGNN), PyG's example of the same network.
 
 Each is the network written directly: the sparse features times a [F, S x hidden] weight, the
 normalised adjacency (GDC: its rewired graph) as one sparse CSR matrix times [N, S x width],
@@ -16,8 +17,9 @@ import time
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch_geometric.nn import AGNNConv, GraphUNet
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import remove_self_loops
+from torch_geometric.utils import dropout_edge, remove_self_loops
 
 from pipeline.models.baselines import baseline_inputs
 
@@ -101,9 +103,54 @@ class PlainAPPNP(torch.nn.Module):
         return z.view(self.x.size(0), self.S, -1).transpose(0, 1)
 
 
+class ExampleUNet(torch.nn.Module):
+    """PyG's examples/graph_unet.py ``Net``, as written there: edge dropout, dropout on the dense
+    features, GraphUNet(depth 3, pooling ratios 2000/N then 0.5). One seed: [1, N, C]."""
+
+    def __init__(self, x: Tensor, edge_index: Tensor, hp: dict, classes: int):
+        super().__init__()
+        self.x, self.edge_index, self.hp = x, edge_index, hp
+        ratios = [min(1.0, 2000 / x.size(0)), 0.5]
+        self.unet = GraphUNet(x.size(1), hp["hidden"], classes, depth=hp["depth"], pool_ratios=ratios)
+
+    def forward(self) -> Tensor:
+        edge_index, _ = dropout_edge(self.edge_index, p=self.hp["edge_drop"], force_undirected=True,
+                                     training=self.training)
+        x = F.dropout(self.x, p=self.hp["p_drop"], training=self.training)
+        return self.unet(x, edge_index).unsqueeze(0)
+
+
+class ExampleAGNN(torch.nn.Module):
+    """PyG's examples/agnn.py ``Net``, as written there: dropout, Linear, ReLU, AGNNConv
+    (fixed), AGNNConv (learned), dropout, Linear. One seed: [1, N, C]."""
+
+    def __init__(self, x: Tensor, edge_index: Tensor, hp: dict, classes: int):
+        super().__init__()
+        self.x, self.edge_index, self.p = x, edge_index, hp["p_drop"]
+        self.lin1 = torch.nn.Linear(x.size(1), hp["hidden"])
+        self.prop1, self.prop2 = AGNNConv(requires_grad=False), AGNNConv(requires_grad=True)
+        self.lin2 = torch.nn.Linear(hp["hidden"], classes)
+
+    def forward(self) -> Tensor:
+        x = F.dropout(self.x, p=self.p, training=self.training)
+        x = F.relu(self.lin1(x))
+        x = self.prop2(self.prop1(x, self.edge_index), self.edge_index)
+        x = F.dropout(x, p=self.p, training=self.training)
+        return self.lin2(x).unsqueeze(0)
+
+
+# PyG's examples of the baselines trained one seed at a time: their yardstick at one seed
+EXAMPLES = {"graph_unet": ExampleUNet, "agnn": ExampleAGNN}
+
+
 def plain_network(method: str, graph: dict, hp: dict, seeds: int) -> torch.nn.Module | None:
-    """The plain version of ``method`` (None: it has none yet)."""
+    """The plain version of ``method`` (None: it has none yet); for a method of ``EXAMPLES``,
+    PyG's example (one seed only)."""
     x, classes = graph["x"].coalesce(), graph["num_classes"]
+    if method in EXAMPLES:
+        if seeds != 1:
+            return None
+        return EXAMPLES[method](x.to_dense(), remove_self_loops(graph["edge_index"])[0], hp, classes)
     if method == "gcn" and hp.get("layers", 2) == 2:
         return PlainGCN(x, gcn_adjacency(graph), hp["hidden"], classes, hp["p_drop"], seeds)
     if method == "gdc":

@@ -47,3 +47,14 @@ def test_sparse_dropout_gives_each_seed_its_own_mask_on_the_stored_entries():
 
 def test_a_method_without_a_plain_version_has_none():
     assert bench_plain.plain_network("gat", synthetic_graph(), settings("gat"), seeds=1) is None
+
+
+@pytest.mark.parametrize("name", ["graph_unet", "agnn"])
+def test_pygs_example_computes_the_network_the_pipeline_trains_one_seed_at_a_time(name):
+    graph, hp = synthetic_graph(), settings(name)
+    reference = baselines.build_baseline(graph, hp, [0], batched=False).eval()
+    example = bench_plain.plain_network(name, graph, hp, seeds=1).eval()
+    theirs = {k.replace("props.0", "prop1").replace("props.1", "prop2"): v for k, v in reference.model.state_dict().items()}
+    example.load_state_dict(theirs)
+    torch.testing.assert_close(F.log_softmax(example()[0], -1), reference().log_probs[:, 0], rtol=1e-5, atol=1e-5)
+    assert bench_plain.plain_network(name, graph, hp, seeds=2) is None  # PyG's example trains one seed
