@@ -156,8 +156,8 @@ def same_implementation(params: dict | None, method: str, dataset: str, other: s
     datasets; True without ``params`` to say."""
     if params is None:
         return True
-    def implementation(where: str) -> str:
-        return config.hparams_for(params, where, method).get("implementation", "vmap")
+    def implementation(where: str):
+        return setting_value(method, config.hparams_for(params, where, method), "implementation")
     return implementation(dataset) == implementation(other)
 
 
