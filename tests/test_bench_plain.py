@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline import bench_plain
+from pipeline.engine import loop
 from pipeline.models import baselines
 from test_adacad_batched import synthetic_graph
 from test_baselines import settings
@@ -58,3 +59,15 @@ def test_pygs_example_computes_the_network_the_pipeline_trains_one_seed_at_a_tim
     example.load_state_dict(theirs)
     torch.testing.assert_close(F.log_softmax(example()[0], -1), reference().log_probs[:, 0], rtol=1e-5, atol=1e-5)
     assert bench_plain.plain_network(name, graph, hp, seeds=2) is None  # PyG's example trains one seed
+
+
+@pytest.mark.parametrize("name", ["graph_unet", "agnn"])
+def test_pygs_example_is_timed_on_the_trajectory_of_the_loops_first_seed(name):
+    """Same weights and the same dropout draws as the loop's seed 0: the bench then times the
+    same computation twice, not two trajectories whose costs drift apart."""
+    graph, hp = synthetic_graph(), settings(name)
+    ours = loop.build_net(graph, hp, name, [0], batched=False)
+    torch.manual_seed(0)  # as the loop seeds its first seed's dropout stream
+    theirs = ours().log_probs[:, 0]
+    example = bench_plain.seeded_network(name, graph, hp, seeds=1, device=torch.device("cpu"))
+    torch.testing.assert_close(F.log_softmax(example()[0], -1), theirs, rtol=1e-5, atol=1e-5)

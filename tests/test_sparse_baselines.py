@@ -8,7 +8,7 @@ import torch
 
 from pipeline import train
 from pipeline.models import REGISTRY, baselines
-from pipeline.models.sparse_baselines import FixedGraph
+from pipeline.models.sparse_baselines import SPARSE_VERSIONS, FixedGraph
 from test_adacad_batched import synthetic_graph
 from test_baselines import settings
 
@@ -116,6 +116,15 @@ def test_a_seed_trains_the_same_in_any_chunk(name):
         assert three[1]["history"][key] == pytest.approx(values, rel=1e-6, abs=0), key
     assert alone["selected_epoch"] == three[1]["selected_epoch"]
     assert three[0]["history"]["train_loss"] != three[1]["history"]["train_loss"]
+
+
+def test_each_implementation_has_its_own_version():
+    """A new sparse network retrains the cells that use it, not the vmapped cells beside them."""
+    for name in SPARSE:
+        entry = REGISTRY[name]
+        assert entry.version_for({}) == entry.version_for({"implementation": "vmap"}) == 1
+        assert entry.version_for({"implementation": "sparse"}) == SPARSE_VERSIONS[name]
+    assert SPARSE_VERSIONS["sgc"] > 1  # the propagated features computed once
 
 
 def test_only_the_sparse_implementation_is_independent_of_its_chunk():

@@ -71,9 +71,12 @@ def case_settings(case: str) -> dict | None:
         return None
     if case == "cadnet, random splits":
         return settings("cadnet", split="per_class", train_per_class=4, val_per_class=4)
+    method = case.split(",")[0]
     if case.endswith(", sparse"):
-        return settings(case.split(",")[0], implementation="sparse")
-    return settings(case.split(",")[0])
+        return settings(method, implementation="sparse")
+    if "implementation" in settings(method):  # the PyG network, vmapped, whatever params select
+        return settings(method, implementation="vmap")
+    return settings(method)
 
 
 def outputs(case: str, hp: dict | None) -> dict:
@@ -91,11 +94,13 @@ def outputs(case: str, hp: dict | None) -> dict:
                              "val_loss": r["history"]["val_loss"]} for r in records}
 
 
-def versions(case: str) -> dict:
+def versions(case: str, hp: dict | None) -> dict:
+    """The versions the code has now for ``case`` trained with ``hp`` (a baseline's network
+    version depends on the implementation its settings select)."""
     found = {name: spec.COMPONENTS[name] for name in RUNS[case]}
     method = case.split(",")[0]
     if method in REGISTRY:
-        found["network"] = REGISTRY[method].version
+        found["network"] = REGISTRY[method].version_for(hp or {})
     return found
 
 
@@ -111,8 +116,9 @@ def test_every_method_and_shared_component_has_a_golden_case():
 @pytest.mark.parametrize("case", sorted(RUNS))
 def test_numbers_move_only_with_a_new_version(case):
     recorded = golden()[case]
-    assert recorded["versions"] == versions(case), (
-        f"{case}: versions {versions(case)} but {GOLDEN.name} holds outputs of {recorded['versions']}; "
+    now = versions(case, recorded["settings"])
+    assert recorded["versions"] == now, (
+        f"{case}: versions {now} but {GOLDEN.name} holds outputs of {recorded['versions']}; "
         f"record the new version's outputs with `python tests/test_spec.py`")
     ours = json.loads(json.dumps(outputs(case, recorded["settings"])))
     assert ours.keys() == recorded["outputs"].keys()
@@ -121,7 +127,7 @@ def test_numbers_move_only_with_a_new_version(case):
             field for field, value in expected.items()
             if ours[key][field] != (value if "epoch" in field else pytest.approx(value, rel=0, abs=TOLERANCE))]
         assert not moved, (
-            f"{case}: {key} {moved or ''} moved while its versions {versions(case)} did not; bump the version of the code "
+            f"{case}: {key} {moved or ''} moved while its versions {now} did not; bump the version of the code "
             f"that changed (its method's `version` in pipeline/models/registry.py or spec.COMPONENTS), then "
             f"`python tests/test_spec.py`")
 
@@ -153,8 +159,8 @@ def test_a_stale_spec_stops_a_stage_run_by_hand(workdir):
 
 
 if __name__ == "__main__":  # record the outputs of the versions the code has now
-    cases = {case: {"versions": versions(case), "settings": case_settings(case)} for case in sorted(RUNS)}
+    cases = {case: {"settings": case_settings(case)} for case in sorted(RUNS)}
     for case, entry in cases.items():
-        entry["outputs"] = outputs(case, entry["settings"])
+        entry["versions"], entry["outputs"] = versions(case, entry["settings"]), outputs(case, entry["settings"])
     GOLDEN.write_text(json.dumps(cases, indent=1, sort_keys=True) + "\n")
     print(f"wrote {GOLDEN}")

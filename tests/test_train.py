@@ -340,6 +340,8 @@ def test_gdc_adds_its_hidden_wide_messages_over_the_rewired_edges_to_the_estimat
     assert train.peak_bytes(graph, gdc, 3) - proxy == int(7.5 * 64 * (N * 4) * 3)
     gcn = hparams(baseline="gcn", hidden=64)  # the other baselines: the proxy alone
     assert train.peak_bytes(graph, gcn, 3) == train.estimate_peak_bytes(**train.graph_sizes(graph, gcn), seeds=3)
+    sparse = dict(gdc, implementation="sparse")  # one product of the rewired matrix: no messages
+    assert train.peak_bytes(graph, sparse, 3) == proxy
 
 
 def test_the_chunk_shrinks_to_what_gdcs_messages_leave_room_for():

@@ -90,7 +90,7 @@ def cell_spec(params: dict, cell: config.Cell) -> dict:
         "runs": config.runs_for(params, cell),
         "settings": settings,
         "engine": engine,
-        "code": {**COMPONENTS, "network": entry.version},
+        "code": {**COMPONENTS, "network": entry.version_for(settings)},
         "tables": TABLES_VERSION,
         # graph.pt: the raw files and the settings preprocess builds it with
         "data": {"raw_sha256": [row["sha256"] for row in files_for(cell.dataset)],

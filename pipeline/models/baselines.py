@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +40,7 @@ from pipeline.errors import ConfigError
 from pipeline.models.registry import (REGISTRY, choice, from_settings, integer, number, register, register_as,
                                       setting)
 from pipeline.models.seeds import NetOutput, StackedSeeds
-from pipeline.models.sparse_baselines import IMPLEMENTATIONS, build_sparse
+from pipeline.models.sparse_baselines import IMPLEMENTATIONS, SPARSE_VERSIONS, build_sparse
 
 # MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -89,6 +90,12 @@ class Sparse:
 def independent_of_chunk(hp: dict) -> bool:
     """Whether a baseline cell's seeds draw their dropout from streams of their own."""
     return hp.get("implementation", "vmap") == "sparse"
+
+
+def network_version(name: str, hp: dict) -> int:
+    """The version of baseline ``name``'s network in the implementation ``hp`` selects: the
+    vmapped PyG network's is 1, the sparse network's its entry of ``SPARSE_VERSIONS``."""
+    return SPARSE_VERSIONS[name] if independent_of_chunk(hp) else 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +184,7 @@ def baseline(name: str, label: str, settings: type, batched: bool = True, range_
         register(name, fixed={"baseline": name, "lr_drop_every": 0}, settings=settings, paper=("table2", name),
                  batched=batched, label=label,
                  chunk_independent=independent_of_chunk if issubclass(settings, Sparse) else False,
+                 version=partial(network_version, name) if issubclass(settings, Sparse) else 1,
                  table_keys=PROTOCOL_KEYS, range_key=range_key)(build_baseline)
         return network
     return add

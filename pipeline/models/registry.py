@@ -101,7 +101,9 @@ class Method:
     hparams_of: str = ""
     # The version of what its network computes (pipeline.engine.spec): bump it when a change to
     # its network or the modules it uses moves its numbers; tests/test_spec.py holds it to that.
-    version: int = 1
+    # Or a function of a cell's settings giving it (a baseline with two implementations, each
+    # with its own version, so that a new one retrains only the cells that use it).
+    version: int | Callable[[dict], int] = 1
     # the setting that is its range in hops, which the ranges study's grid key `range` sets
     # (Tables B.12-B.14: "for Cheby, K-th order of Chebyshev polynomials; for GCN, SAGE, JK, and
     # GAT, additional layers before the last layer; for SGC, AGNN, APPNP, and CAD-Net,
@@ -117,6 +119,10 @@ class Method:
             return ()
         return tuple(f.name for f in dataclasses.fields(self.settings) if f.name not in self.fixed
                      and ((f.default is not MISSING) == with_default))
+
+    def version_for(self, hp: dict) -> int:
+        """The version of what its network computes for a cell with settings ``hp``."""
+        return self.version(hp) if callable(self.version) else self.version
 
     def independent_of_chunk(self, hp: dict) -> bool:
         """Whether the seeds of a cell with settings ``hp`` draw from streams of their own."""
