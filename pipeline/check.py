@@ -63,7 +63,7 @@ def plan_lines(params: dict, device: str) -> list[str]:
         measured = plan.cell_measured(params, cell, device, baselines)
         lines.append(f"  {cell}: {runs} seeds, "
                      + plan.estimate(dataset, method, runs, measured=measured, side_by_side=side_by_side))
-        warning = plan.memory_warning(dataset, method, memory)
+        warning = plan.memory_warning(dataset, method, memory, hp=config.cell_hparams(params, cell))
         if warning:
             lines.append(f"    {warning}")
         if measured is None:

@@ -196,6 +196,8 @@ def test_the_plan_warns_where_one_seed_would_pass_the_machines_memory(tmp_path):
     assert plan.memory_warning("cs", "sgc", memory, tmp_path) is None
     assert plan.memory_warning("physics", "gcn", memory, tmp_path) is None
     assert plan.memory_warning("physics", "sgc", None, tmp_path) is None  # memory unknown: no guess
+    assert plan.memory_warning("physics", "sgc", memory, tmp_path, hp={"implementation": "vmap"}) == warning
+    assert plan.memory_warning("physics", "sgc", memory, tmp_path, hp={"implementation": "sparse"}) is None
 
 
 @pytest.mark.parametrize("single_engine, device, n_jobs, expected",

@@ -341,9 +341,14 @@ def machine_memory_bytes() -> int | None:
         return None
 
 
-def memory_warning(dataset: str, method: str, memory: int | None, data_root: Path = DATA_STATS_ROOT) -> str | None:
+def memory_warning(dataset: str, method: str, memory: int | None, data_root: Path = DATA_STATS_ROOT,
+                   hp: dict | None = None) -> str | None:
     """A line for the plan where one seed's first propagation alone would pass ``memory``
-    (CPU training: the kernel then kills the train stage, which DVC reports as exit -9)."""
+    (CPU training: the kernel then kills the train stage, which DVC reports as exit -9). A cell
+    whose settings ``hp`` select the sparse implementation sends no messages (SGC propagates
+    the features as one sparse product)."""
+    if (hp or {}).get("implementation", "vmap") == "sparse":
+        return None
     peak = feature_messages_peak_bytes(dataset, method, data_root)
     if peak is None or memory is None or peak <= memory:
         return None
