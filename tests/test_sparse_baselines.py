@@ -13,6 +13,9 @@ from test_adacad_batched import synthetic_graph
 from test_baselines import settings
 
 SPARSE = ["gcn", "sgc", "appnp", "gdc"]
+# each sparse network with its settings, SGC in both orders of its products
+CASES = [pytest.param(name, {}, id=name) for name in SPARSE] + [
+    pytest.param("sgc", {"product_order": "weights_first"}, id="sgc, weights first")]
 
 
 def _first(t, s):  # [F, S, H] -> seed s's weight as PyG's Linear holds it, [H, F]
@@ -40,11 +43,11 @@ def test_every_network_with_a_sparse_implementation_is_tested_here():
     assert {m for m in REGISTRY if callable(REGISTRY[m].chunk_independent)} == set(SPARSE)
 
 
-@pytest.mark.parametrize("name", SPARSE)
-def test_sparse_seeds_equal_each_seed_alone_forward_and_gradients(name):
+@pytest.mark.parametrize("name, extra", CASES)
+def test_sparse_seeds_equal_each_seed_alone_forward_and_gradients(name, extra):
     """Dropout off (eval): seed s computes what PyG's one-seed network computes from the same
     initial weights, and its gradient is that network's."""
-    graph, hp = synthetic_graph(), settings(name, implementation="sparse")
+    graph, hp = synthetic_graph(), settings(name, implementation="sparse", **extra)
     stacked = baselines.build_baseline(graph, hp, [3, 4], batched=True).eval()
     assert type(stacked).__module__ == "pipeline.models.sparse_baselines"
     out, y = stacked(), graph["y"]
@@ -83,8 +86,9 @@ def test_gcn_normalisation_on_a_path_by_hand():
     torch.testing.assert_close(dense, torch.tensor([[0.5, r6, 0], [r6, 1 / 3, r6], [0, r6, 0.5]]))
 
 
-def test_sgc_reads_only_the_rows_the_loop_reads_and_gives_them_unchanged():
-    graph, hp = synthetic_graph(), settings("sgc", implementation="sparse")
+@pytest.mark.parametrize("order", ["propagated_first", "weights_first"])
+def test_sgc_reads_only_the_rows_the_loop_reads_and_gives_them_unchanged(order):
+    graph, hp = synthetic_graph(), settings("sgc", implementation="sparse", product_order=order)
     net = baselines.build_baseline(graph, hp, [0, 1], batched=True).eval()
     full = net().log_probs
     every = torch.zeros(graph["y"].size(0), dtype=torch.bool)
@@ -95,14 +99,14 @@ def test_sgc_reads_only_the_rows_the_loop_reads_and_gives_them_unchanged():
     assert torch.equal(part[~every], torch.zeros_like(part[~every]))
 
 
-@pytest.mark.parametrize("name", SPARSE)
-def test_a_seed_trains_the_same_in_any_chunk(name):
+@pytest.mark.parametrize("name, extra", CASES)
+def test_a_seed_trains_the_same_in_any_chunk(name, extra):
     """Dropout on: each seed's masks come from its own stream and its bias gradient sums over
     its own nodes, so seed 1 among 3 and among 30 give the same run to the bit (SGC: to float
     rounding, below). Alone, only the
     losses the loop records may differ, in their last bit: its per-seed mean over a one-column
     ``[N, 1]`` sums in another order than over ``[N, S]`` (the gradient, a constant, does not)."""
-    graph, hp = synthetic_graph(), settings(name, implementation="sparse", epochs=10)
+    graph, hp = synthetic_graph(), settings(name, implementation="sparse", epochs=10, **extra)
     if "p_drop" in hp:
         hp["p_drop"] = 0.5
     three, thirty = (train.train_chunk(graph, hp, chunk, method=name) for chunk in ([0, 1, 2], list(range(30))))
@@ -116,6 +120,19 @@ def test_a_seed_trains_the_same_in_any_chunk(name):
         assert three[1]["history"][key] == pytest.approx(values, rel=1e-6, abs=0), key
     assert alone["selected_epoch"] == three[1]["selected_epoch"]
     assert three[0]["history"]["train_loss"] != three[1]["history"]["train_loss"]
+
+
+def test_sgcs_two_orders_of_products_compute_the_same_function():
+    """Weights and gradients of the same seeds, either order: equal to float rounding."""
+    graph = synthetic_graph()
+    nets = [baselines.build_baseline(graph, settings("sgc", implementation="sparse", product_order=o), [0, 1],
+                                     batched=True).eval() for o in ("propagated_first", "weights_first")]
+    outs = [net().log_probs for net in nets]
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    for net, out in zip(nets, outs):
+        out[:, :, 0].sum().backward()
+    torch.testing.assert_close(nets[0].w_in.grad, nets[1].w_in.grad, rtol=1e-4, atol=1e-6)
+    assert nets[0].propagated is not None and nets[1].propagated is None  # weights first: nothing kept
 
 
 def test_each_implementation_has_its_own_version():

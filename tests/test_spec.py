@@ -39,6 +39,7 @@ RUNS.update({"cadnet, random splits": ("loop", "splits"), "gcn, features as read
              "graph from raw files": ("graph",)})
 # the baselines' sparse implementation (pipeline/models/sparse_baselines.py)
 RUNS.update({f"{method}, sparse": ("loop", "splits") for method in ("gcn", "sgc", "appnp", "gdc")})
+RUNS["sgc, sparse weights first"] = ("loop", "splits")  # SGC's other order of products
 
 
 def settings(method: str, **changes) -> dict:
@@ -74,6 +75,8 @@ def case_settings(case: str) -> dict | None:
     method = case.split(",")[0]
     if case.endswith(", sparse"):
         return settings(method, implementation="sparse")
+    if case.endswith(", sparse weights first"):
+        return settings(method, implementation="sparse", product_order="weights_first")
     if "implementation" in settings(method):  # the PyG network, vmapped, whatever params select
         return settings(method, implementation="vmap")
     return settings(method)

@@ -40,7 +40,7 @@ from pipeline.errors import ConfigError
 from pipeline.models.registry import (REGISTRY, choice, from_settings, integer, number, register, register_as,
                                       setting)
 from pipeline.models.seeds import NetOutput, StackedSeeds
-from pipeline.models.sparse_baselines import IMPLEMENTATIONS, SPARSE_VERSIONS, build_sparse
+from pipeline.models.sparse_baselines import IMPLEMENTATIONS, PRODUCT_ORDERS, SPARSE_VERSIONS, build_sparse
 
 # MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -134,6 +134,11 @@ class MixHopSettings(Training):
 @dataclass(frozen=True, kw_only=True)
 class SGCSettings(Sparse, Training):
     K: int = setting()
+    # the sparse network's order of products (same function, other rounding): propagated_first,
+    # A^K X once then one dense product a step; weights_first, the sparse features times the
+    # weights then K sparse propagations a step, cheaper where every node is read and the
+    # features are many (docs/notes.md, "The sparse implementation")
+    product_order: str = setting(choice(*PRODUCT_ORDERS), default="propagated_first")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -603,6 +608,7 @@ class SGC(torch.nn.Module):
     def __init__(self, in_features: int, classes: int, cfg: SGCSettings, num_nodes: int):
         super().__init__()
         self.conv = SGConv(in_features, classes, K=cfg.K, cached=True)
+        self.product_order = cfg.product_order  # read by its sparse network only
 
     def forward(self, x, edge_index, edge_weight=None):
         return self.conv(x, edge_index)

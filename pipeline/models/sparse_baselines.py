@@ -35,6 +35,8 @@ IMPLEMENTATIONS = ("vmap", "sparse")
 # The version of each sparse network (pipeline.engine.spec; the vmapped one is version 1): bump
 # it when a change moves that network's numbers. SGC 2: the propagated features computed once.
 SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1}
+# SGC's orders of products (its ``product_order`` setting; :class:`SparseSGC`)
+PRODUCT_ORDERS = ("propagated_first", "weights_first")
 
 
 class FixedGraph:
@@ -207,13 +209,17 @@ class SparseAPPNP(SparseSeeds):
 
 
 class SparseSGC(StackedSeeds):
-    r""":class:`pipeline.models.baselines.SGC`: logits :math:`(\hat{A}^K X) W + b`, the
-    propagated features :math:`\hat{A}^K X` computed once, as PyG's ``SGConv(cached=True)``
-    keeps them (Wu et al. 2019, Eq. 8: SGC is a linear model on pre-propagated features), then
-    one dense product with every seed's weights side by side. Only the rows the loop reads are
-    kept (:meth:`read_rows`: the training nodes in training mode, every split's in the eval
-    pass); the other rows' log-probabilities are left at 0, which no loss or accuracy reads.
-    Rounding differs from PyG's message passing in the last float digits."""
+    r""":class:`pipeline.models.baselines.SGC`: logits :math:`\hat{A}^K X W + b` in one of two
+    orders of products (its ``product_order`` setting; the same function, rounded differently).
+    ``propagated_first``: :math:`(\hat{A}^K X) W`, the propagated features computed once, as PyG's
+    ``SGConv(cached=True)`` keeps them (Wu et al. 2019, Eq. 8: SGC is a linear model on
+    pre-propagated features), then one dense product with every seed's weights side by side.
+    ``weights_first``: :math:`\hat{A}^K (X W)`, the sparse features times the weights, then K
+    sparse products with ``[N, S x C]`` at every step: ``nnz(X) + K nnz(A)`` multiply-adds a
+    column, where the other order costs ``F`` a row read. Either way the last product is taken
+    only on the rows the loop reads (:meth:`read_rows`: the training nodes in training mode,
+    every split's in the eval pass); the other rows' log-probabilities are left at 0, which no
+    loss or accuracy reads. Rounding differs from PyG's message passing in the last digits."""
 
     SEED_AXIS = {"w_in": 1}
 
@@ -221,34 +227,61 @@ class SparseSGC(StackedSeeds):
         super().__init__()
         self.w_in = _stack([m.conv.lin.weight.t() for m in models], dim=1)  # [F, S, C]
         self.bias = _stack([m.conv.lin.bias for m in models])
-        self.propagated = x.to_dense()
-        for _ in range(models[0].conv.K):
-            self.propagated = torch.sparse.mm(graph.matrix, self.propagated)
+        self.K, self.weights_first = models[0].conv.K, models[0].product_order == "weights_first"
+        x = x.coalesce()
+        self.graph, self.n = graph, x.size(0)
+        if self.weights_first:  # X as a fixed CSR matrix with its transpose (the weights' gradient)
+            self.x = FixedGraph.__new__(FixedGraph)._set(x)
+            self.propagated = None
+        else:
+            self.x, self.propagated = None, x.to_dense()
+            for _ in range(self.K):
+                self.propagated = torch.sparse.mm(graph.matrix, self.propagated)
         self.rows = {True: None, False: None}  # training mode -> the rows read (None: all)
         self.inputs = {True: self.propagated, False: self.propagated}  # those rows of A^K X
+        self.last = {True: graph, False: graph}  # weights first: the last product, those rows only
 
     def to(self, device):
         super().to(device)
-        self.propagated = self.propagated.to(device)
+        self.graph.to(device)
+        if self.x is not None:
+            self.x.to(device)
+        if self.propagated is not None:
+            self.propagated = self.propagated.to(device)
+            self.inputs = {mode: inputs.to(device) for mode, inputs in self.inputs.items()}
         self.rows = {mode: None if rows is None else rows.to(device) for mode, rows in self.rows.items()}
-        self.inputs = {mode: inputs.to(device) for mode, inputs in self.inputs.items()}
+        self.last = {mode: last.to(device) for mode, last in self.last.items()}
         return self
 
     def read_rows(self, training: Tensor, every: Tensor) -> None:
         """The nodes ``[N]`` (bool) whose output the loop reads in training mode and in the eval pass."""
         self.rows = {True: training.nonzero().view(-1), False: every.nonzero().view(-1)}
-        self.inputs = {mode: self.propagated.index_select(0, rows) for mode, rows in self.rows.items()}
+        if self.weights_first:
+            if self.K > 0:  # K = 0 is a linear model on the features: every row is its own product
+                self.last = {mode: self.graph.rows(rows) for mode, rows in self.rows.items()}
+        else:
+            self.inputs = {mode: self.propagated.index_select(0, rows) for mode, rows in self.rows.items()}
 
     def forward(self) -> NetOutput:
         F_in, S, C = self.w_in.shape
-        inputs, rows = self.inputs[self.training], self.rows[self.training]
-        logits = add_bias((inputs @ self.w_in.reshape(F_in, S * C)).view(-1, S, C), self.bias)
+        rows = self.rows[self.training]
+        weights = self.w_in.reshape(F_in, S * C)
+        if self.weights_first:
+            h = self.x.propagate(weights.view(-1, S, C))
+            for _ in range(self.K - 1):
+                h = self.graph.propagate(h)
+            if self.K:
+                h = self.last[self.training].propagate(h)
+            elif rows is not None:
+                h = h.index_select(0, rows)
+        else:
+            h = (self.inputs[self.training] @ weights).view(-1, S, C)
+        logits = add_bias(h, self.bias)
         if rows is None:
             return SparseSeeds.output(logits)
-        n = self.propagated.size(0)
         log_probs = F.log_softmax(logits, dim=-1)
-        log_probs = log_probs.new_zeros(n, S, C).index_copy(0, rows, log_probs)
-        return NetOutput(log_probs, logits.new_zeros(S), logits.new_ones(n, S))
+        log_probs = log_probs.new_zeros(self.n, S, C).index_copy(0, rows, log_probs)
+        return NetOutput(log_probs, logits.new_zeros(S), logits.new_ones(self.n, S))
 
 
 def build_sparse(name: str, models: list, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
