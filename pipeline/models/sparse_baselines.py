@@ -265,9 +265,8 @@ class SparseSGC(StackedSeeds):
     def forward(self) -> NetOutput:
         F_in, S, C = self.w_in.shape
         rows = self.rows[self.training]
-        weights = self.w_in.reshape(F_in, S * C)
         if self.weights_first:
-            h = self.x.propagate(weights.view(-1, S, C))
+            h = self.x.propagate(self.w_in)  # X [N, F] times every seed's [F, C]: [N, S, C]
             for _ in range(self.K - 1):
                 h = self.graph.propagate(h)
             if self.K:
@@ -275,7 +274,7 @@ class SparseSGC(StackedSeeds):
             elif rows is not None:
                 h = h.index_select(0, rows)
         else:
-            h = (self.inputs[self.training] @ weights).view(-1, S, C)
+            h = (self.inputs[self.training] @ self.w_in.reshape(F_in, S * C)).view(-1, S, C)
         logits = add_bias(h, self.bias)
         if rows is None:
             return SparseSeeds.output(logits)
