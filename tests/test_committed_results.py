@@ -4,9 +4,10 @@ committed per-seed tables say. A change that moves the published numbers fails h
 landing unnoticed (then retrain the cells it moves, and say why).
 
 CAD-Net's seeds do not depend on the chunk they train in (each draws its dropout from its own
-stream), so its first five seeds are enough, and so do GCN's and APPNP's under the sparse
-implementation (their first three); SGC trains its first whole block of 25, as its vmapped
-cells did. The committed tables keep six significant digits.
+stream), so its first five seeds are enough, and so do GCN's, APPNP's and GDC's under the sparse
+implementation (their first three); SGC, whose product's column blocking follows the chunk's width,
+trains its first whole chunk of 25, as its cells did. The committed tables keep six significant
+digits.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def real_cora(tmp_path_factory):
 
 
 @needs_real_mirror("planetoid", "ind.cora.graph")
-@pytest.mark.parametrize("method, runs", [("cadnet", 5), ("sgc", 25), ("gcn", 3), ("appnp", 3)])
+@pytest.mark.parametrize("method, runs", [("cadnet", 5), ("sgc", 25), ("gcn", 3), ("appnp", 3), ("gdc", 3)])
 def test_seeds_trained_again_are_the_committed_ones(real_cora, monkeypatch, method, runs):
     monkeypatch.chdir(real_cora)
     study = None if method == "cadnet" else "baselines"
