@@ -108,7 +108,11 @@ def test_every_baseline_trains_with_its_weight_decay(name):
     from test_baselines import SETTINGS
 
     graph, entry = synthetic_graph(4), REGISTRY[name]
-    runs = {wd: loop.train_chunk(graph, {**SETTINGS, **entry.fixed, "weight_decay": wd, "epochs": 2, "p_drop": 0.0},
+    # its shipped optimiser (MixHop's is SGD), so each optimiser path is the one under test
+    shipped = config.hparams_for(SHIPPED_PARAMS, "cora", name)
+    optimiser = {k: shipped[k] for k in ("optimizer", "lr_decrement_every", "lr_decrement") if k in shipped}
+    runs = {wd: loop.train_chunk(graph, {**SETTINGS, **entry.fixed, **optimiser, "weight_decay": wd, "epochs": 2,
+                                         "p_drop": 0.0},
                                   [0], method=name, batched=entry.batched)[0]
             for wd in (0.0, 0.5)}
     assert runs[0.0]["history"]["train_loss"][1] != pytest.approx(runs[0.5]["history"]["train_loss"][1], rel=1e-6)
@@ -136,6 +140,19 @@ def test_adam_with_amsgrad_by_hand():
     plain = p1 - lr * (m2 / (1 - b1 ** 2)) / (math.sqrt(v2) / math.sqrt(1 - b2 ** 2) + 1e-8)
     assert param.item() == pytest.approx(amsgrad, rel=1e-5)
     assert abs(amsgrad - plain) > 10 * 1e-5 * abs(amsgrad)  # well outside the tolerance: the case tells them apart
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_each_optimiser_decays_the_weights(optimizer):
+    """One step with a zero gradient moves a parameter only through its weight decay: SGD by
+    lr x decay x value; Adam (decay added to the gradient) by about lr against its sign."""
+    param = torch.nn.Parameter(torch.tensor([2.0]))
+    hp = dict(optimizer=optimizer, lr=0.1, weight_decay=0.5, lr_drop_every=0, lr_decrement_every=1, lr_decrement=0.0)
+    opt, _ = loop.make_optimizer([param], hp)
+    param.grad = torch.zeros(1)
+    opt.step()
+    expected = 2.0 - 0.1 * 0.5 * 2.0 if optimizer == "sgd" else 2.0 - 0.1
+    assert param.item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_weight_decay_on_every_parameter_and_step_lr_drop():
