@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -661,12 +662,20 @@ def no_args(argv: list[str], stage: str) -> None:
 
 # OSError numbers meaning the disk (or the user's quota) is full
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# what to do about the other refusals of a write, where there is more to say than "mend that"
+MENDS = {
+    errno.EFBIG: "a limit on file size (ulimit -f) is below what it writes; raise it and run it again",
+    errno.EACCES: "give this user write permission there and run it again",
+    errno.EPERM: "give this user write permission there and run it again",
+    errno.EROFS: "run it where the file system is writable",
+}
 
 
 def run_main(main, argv: list[str] | None = None, kept: str = "files it finished are kept") -> None:
     """Run a stage's main(argv). A PipelineError becomes one line on stderr and exit code 1; so
-    do a full disk and Ctrl-C, each saying what was kept (``kept``: what this stage keeps, since
-    it writes every file whole or not at all)."""
+    do a full disk, any other read or write the system refuses (a file size limit, a read-only
+    file system, a permission) and Ctrl-C, each saying what was kept (``kept``: what this stage
+    keeps, since it writes every file whole or not at all)."""
     try:
         main(sys.argv[1:] if argv is None else argv)
     except PipelineError as err:
@@ -675,7 +684,10 @@ def run_main(main, argv: list[str] | None = None, kept: str = "files it finished
         print(f"interrupted: {kept}; run it again to go on", file=sys.stderr)
         sys.exit(130)
     except OSError as err:
-        if err.errno not in DISK_FULL:
+        if err.errno is None:  # not the system's refusal of a read or a write: a defect, traceback and all
             raise
         where = f"{err.filename}: " if err.filename else ""
-        sys.exit(f"error: {where}no space left on device; {kept}; free some space and run it again")
+        if err.errno in DISK_FULL:
+            sys.exit(f"error: {where}no space left on device; {kept}; free some space and run it again")
+        mend = MENDS.get(err.errno, "mend that and run it again")
+        sys.exit(f"error: {where}{(err.strerror or os.strerror(err.errno)).lower()}; {kept}; {mend}")

@@ -149,11 +149,15 @@ def pack(jobs: list[Job], path: Path) -> int:
 
 
 def parse_duration(text: str) -> float:
-    """``90s``, ``9m``, ``1.5h`` -> seconds."""
+    """``90s``, ``9m``, ``1.5h`` -> seconds; more than none (a deadline of 0 would plan the
+    whole queue, then start nothing)."""
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", text.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 9m or 1.5h")
-    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+    seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed values: a duration above 0, such as 90s, 9m or 1.5h")
+    return seconds
 
 
 def main(argv: list[str]) -> None:

@@ -909,3 +909,28 @@ def test_a_studys_settings_hold_for_all_its_cells_under_its_grid(workdir):
     with pytest.raises(ConfigError) as info:
         config.check_everything(load(workdir, {**params, "methods": ["cadnet", "cad"]}))
     assert_one_line(info.value, "studies.rates.settings.beta", "fixed by cad's registry entry")
+
+
+# ------------------------------------------------------------------------ a refused write
+
+
+def test_a_file_size_limit_is_one_line_naming_the_file(tmp_path):
+    """`ulimit -f` below what a stage writes: the system refuses the write (EFBIG), and the stage
+    says so in one line naming the file, as it does for a full disk, not with a traceback."""
+    script = ("import sys; from pathlib import Path; from pipeline import config, files\n"
+              "config.run_main(lambda argv: files.write_text_atomic(Path(sys.argv[1]), 'x' * 100_000), [])\n")
+    target = tmp_path / "table.csv"
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))"
+    proc = subprocess.run([sys.executable, "-c", f"{limit}\n{script}", str(target)], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == (f"error: {target}: file too large; files it finished are kept; a limit on file size "
+                           "(ulimit -f) is below what it writes; raise it and run it again\n")
+    assert not target.exists() and not list(tmp_path.iterdir())  # no half file, no temporary left
+
+
+def test_a_defect_raising_oserror_without_errno_keeps_its_traceback():
+    def defect(argv):
+        raise OSError("not a refusal of the system")
+    with pytest.raises(OSError, match="not a refusal"):
+        config.run_main(defect, [])

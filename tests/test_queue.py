@@ -83,7 +83,7 @@ def test_a_dry_run_trains_nothing_and_a_passed_deadline_starts_nothing(workdir, 
     err = capsys.readouterr().err
     assert "CAD-Net's study rows: cora/cadnet/beta-beta=0.2: 0 -> 2 seeds, ~" in err
     assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
-    queue.main(["--runs", "2", "--deadline", "0s"])
+    queue.main(["--runs", "2", "--deadline", "0.001s"])  # less than any cell's estimate
     assert "queue: deadline reached; run the queue again to go on" in capsys.readouterr().err
     assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
 
@@ -118,6 +118,7 @@ def test_only_keeps_the_cells_its_patterns_match_in_the_queues_order(workdir):
 
 
 @pytest.mark.parametrize("args, message", [(["--deadline", "soon"], "--deadline: 'soon' is not a duration"),
+                                           (["--deadline", "0s", "--dry-run"], "--deadline: '0s'; allowed values: a duration above 0"),
                                            (["--runs", "0"], "--runs: 0; allowed values: an integer >= 1"),
                                            (["--only", "cora/gnc/*", "--dry-run"], "--only: 'cora/gnc/*' matches no cell")])
 def test_a_bad_option_is_one_line_naming_it(workdir, args, message):
