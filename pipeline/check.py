@@ -26,7 +26,7 @@ from pipeline import config
 from pipeline.engine import plan
 from pipeline.files import write_text_atomic
 from pipeline.models import REGISTRY
-from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, SPECS_ROOT
+from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, SPECS_ROOT, class_counts_file
 from pipeline.progress import duration
 from pipeline.engine.spec import INDEX_NAME, cell_spec, differences, family_dir, index_file, spec_file, spec_text
 
@@ -101,6 +101,54 @@ def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None
                                      f"{cell} (at least {one_seed / 2**30:.3g} GB); raise it")
 
 
+# the nodes outside the training set a random_planetoid split takes (pipeline.engine.splits:
+# PyG's random_planetoid_splits' 500 validation and 1000 test nodes)
+RANDOM_PLANETOID_REST = 500 + 1000
+
+
+def check_splits_fit(params: dict, data_root: Path = DATA_STATS_ROOT) -> None:
+    """Refuse a split a dataset's classes cannot hold (``train_per_class`` 25 of the public
+    split's 20 a class), naming the key that set it, its study and the dataset, which the train
+    stage would find only when it reached that cell. From preprocess's class sizes in
+    reports/data; a dataset not yet preprocessed is skipped."""
+    for cell in config.trained_cells(params):
+        path = class_counts_file(cell.dataset, data_root)
+        if not path.exists():
+            continue
+        counts = json.loads(path.read_text())
+        sizes, public = counts["nodes_per_class"], counts["public_train_per_class"]
+        hp = config.cell_hparams(params, cell)
+        split, key = hp.get("split"), "train_per_class"
+        if split == "public_subset" and public:
+            need, have, what = hp["train_per_class"], min(public), "public training nodes"
+        elif split == "random_planetoid":
+            need, have, what = hp["train_per_class"], min(sizes), "nodes"
+        elif split == "per_class":
+            need, have, what = hp["train_per_class"] + hp["val_per_class"], min(sizes), "nodes"
+            key = "val_per_class" if "val_per_class" in dict(cell.setting) else key
+        else:
+            continue
+        where = where_set(params, cell, key)
+        if need > have:
+            needs = f"train_per_class + val_per_class = {need}" if split == "per_class" else str(need)
+            raise config.ConfigError(f"{where}: {needs} in {cell}, but {cell.dataset}'s smallest class has {have} {what}; "
+                                     f"allowed there: at most {have}")
+        left = sum(sizes) - need * len(sizes)
+        if split == "random_planetoid" and left < RANDOM_PLANETOID_REST:
+            raise config.ConfigError(f"{where}: {need} in {cell} leaves {left} of {cell.dataset}'s nodes outside the "
+                                     f"training set; the split needs {RANDOM_PLANETOID_REST}")
+
+
+def where_set(params: dict, cell: config.Cell, key: str) -> str:
+    """The params.yaml key that gave ``cell`` its value of ``key``: its study's grid or
+    settings, or else the method's or the dataset's own settings."""
+    if key in dict(cell.setting):
+        return f"studies.{cell.study}.grid.{key}"
+    if key in (params["studies"][cell.study].get("settings") or {}):
+        return f"studies.{cell.study}.settings.{key}"
+    return f"{key} of {cell.dataset}'s settings for {cell.method} (study {cell.study})"
+
+
 def write_specs(params: dict, root: Path = SPECS_ROOT) -> list[str]:
     """Each family's specs and index, rewritten only where they changed (a file of a cell that
     left the family is removed); one line per cell whose spec is new or moved or that left,
@@ -138,6 +186,7 @@ def main(argv: list[str]) -> None:
     params = config.load_params()
     config.check_everything(params)
     check_memory_budget(params)
+    check_splits_fit(params)
     device = resolve_device_name(params.get("device", "auto"))
     moved = write_specs(params)
     print("\n".join([f"{len(moved)} cells' specs moved; dvc repro reruns their families' stages:" if moved else

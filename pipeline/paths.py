@@ -11,7 +11,7 @@ SPECS_ROOT = Path("data/specs")  # check: data/specs/<dataset>/<method>.json, wh
 RAW_ROOT = Path("data/raw")  # download: data/raw/<dataset>/<upstream file name>
 PROCESSED_ROOT = Path("data/processed")  # preprocess: data/processed/<dataset>/graph.pt
 FEATURES_AS_READ = "features_as_read.pt"  # preprocess: beside graph.pt, the features before normalisation
-DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json
+DATA_STATS_ROOT = Path("reports/data")  # preprocess: reports/data/<dataset>.json and .classes.json
 RUNS_ROOT = Path("data/runs")  # train: data/runs/<dataset>/<method>/seed_NNN.pt, a cache of finished seeds
 LOCKS_ROOT = Path("data/locks")  # train: data/locks/<dataset>-<method>.lock while a process trains that cell
 STASH_ROOT = Path("data/stash")  # train: seeds of other settings, data/stash/<dataset>/<method>/<fingerprint>/
@@ -32,6 +32,11 @@ PLOT_DATA_ROOT = Path("reports/plots")  # plot (accuracy/), curves (loss/): CSV 
 def bench_file(device_type: str, dataset: str, root: Path = BENCH_ROOT) -> Path:
     """Where ``python -m pipeline.bench`` keeps one dataset's figures measured on one kind of device."""
     return root / device_type / f"{dataset}.json"
+
+
+def class_counts_file(dataset: str, root: Path = DATA_STATS_ROOT) -> Path:
+    """Where preprocess keeps a dataset's nodes per class (and public training nodes per class)."""
+    return root / f"{dataset}.classes.json"
 
 
 def run_dir(dataset: str, method: str, cell_name: str) -> Path:

@@ -5,7 +5,9 @@ then makes the graph undirected, free of duplicates and self-loops (raw files ha
 defects), adds self-loops back where the dataset's `self_loops` hyperparameter asks for them,
 row-normalises the features by the rule `normalize_features` names, and writes
 `data/processed/<dataset>/graph.pt` and `reports/data/<dataset>.json`. The stats (kept in git)
-let a reader check the graph against the table in SPEC.md without loading it. Beside graph.pt
+let a reader check the graph against the table in SPEC.md without loading it, and its class
+sizes (`reports/data/<dataset>.classes.json`) let the check stage refuse a split they cannot
+hold before anything trains. Beside graph.pt
 it keeps the features as read (`features_as_read.pt`), for the cells that normalise them by
 another rule (the baselines under `baseline_protocol.<dataset>.normalize_features`).
 
@@ -136,6 +138,15 @@ def rows_summing_below_one(x: Tensor) -> int:
 # ---------------------------------------------------------------- building the outputs
 
 
+def class_counts(graph: dict) -> dict:
+    """Each class's nodes, and its training nodes in the public split (None without one): what
+    the check stage holds a split's per-class sizes to before anything trains."""
+    sizes = torch.bincount(graph["y"], minlength=graph["num_classes"])
+    train = graph["train_mask"]
+    public = None if train is None else torch.bincount(graph["y"][train], minlength=graph["num_classes"]).tolist()
+    return {"nodes_per_class": sizes.tolist(), "public_train_per_class": public}
+
+
 def build_graph(data: Data, hparams: dict) -> tuple[dict, dict]:
     """The graph.pt dict and the stats.json dict for one raw dataset."""
     num_nodes = data.y.size(0)
@@ -176,6 +187,7 @@ def preprocess(
     save_torch(graph, out_root / dataset / "graph.pt")
     save_torch(sparse_features(data.x, False), out_root / dataset / paths.FEATURES_AS_READ)
     write_text_atomic(stats_root / f"{dataset}.json", json.dumps(stats, indent=2) + "\n")
+    write_text_atomic(paths.class_counts_file(dataset, stats_root), json.dumps(class_counts(graph)) + "\n")
     return stats
 
 

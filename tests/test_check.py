@@ -276,3 +276,46 @@ def test_the_plan_counts_a_studys_unrun_cells_in_one_line(workdir, capsys):
     assert ("  sweep: 3 cells not run (runs 0): pubmed/cadnet/sweep-beta=0.1, pubmed/cadnet/sweep-beta=0.2, "
             "pubmed/cadnet/sweep-beta=0.3\n") in err
     assert "pubmed/cadnet/sweep-beta=0.1: not run" not in err
+
+
+def _class_counts(workdir, dataset: str, sizes: list[int], public: list[int] | None) -> None:
+    import json
+
+    folder = workdir / "reports/data"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{dataset}.classes.json").write_text(json.dumps({"nodes_per_class": sizes,
+                                                                 "public_train_per_class": public}))
+
+
+@pytest.mark.parametrize("study, grid, split, message", [
+    ("label_rates", {"train_per_class": [5, 25]}, {},
+     "studies.label_rates.grid.train_per_class: 25 in cora/cadnet/label_rates-train_per_class=25, but cora's smallest "
+     "class has 20 public training nodes; allowed there: at most 20"),
+    ("random_splits", {"train_per_class": [200]}, {"split": "random_planetoid"},
+     "studies.random_splits.grid.train_per_class: 200 in cora/cadnet/random_splits-train_per_class=200, but cora's "
+     "smallest class has 180 nodes; allowed there: at most 180"),
+    ("random_splits", {"train_per_class": [173]}, {"split": "random_planetoid"},  # 2708 - 7 x 173 = 1497
+     "studies.random_splits.grid.train_per_class: 173 in cora/cadnet/random_splits-train_per_class=173 leaves 1497 of "
+     "cora's nodes outside the training set; the split needs 1500"),
+    ("random_splits", {"val_per_class": [170]}, {"split": "per_class", "train_per_class": 20},
+     "studies.random_splits.grid.val_per_class: train_per_class + val_per_class = 190 in "
+     "cora/cadnet/random_splits-val_per_class=170, but cora's smallest class has 180 nodes; allowed there: at most 180"),
+])
+def test_a_split_the_datasets_classes_cannot_hold_stops_at_the_check_stage(workdir, study, grid, split, message):
+    """Named with its study, key and dataset, from preprocess's class sizes, before train reaches
+    the cell; a grid the classes hold passes."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, variants=NO_VARIANTS, baselines=NO_VARIANTS,
+                  device="cpu")
+    params = read_params(workdir)
+    split = {"split": "public_subset", **split} if study == "label_rates" else split
+    update_params(workdir, studies={**params["studies"], study: {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2,
+                                                                 "settings": split, "grid": grid}})
+    check.main([])  # no class sizes yet (not preprocessed): the train stage's own check will do
+    _class_counts(workdir, "cora", [351, 217, 418, 818, 426, 298, 180], [20] * 7)
+    with pytest.raises(config.ConfigError) as info:
+        check.main([])
+    assert str(info.value) == message
+    fits = {key: [5] for key in grid}
+    update_params(workdir, studies={**params["studies"], study: {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2,
+                                                                 "settings": split, "grid": fits}})
+    check.main([])

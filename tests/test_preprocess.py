@@ -261,6 +261,10 @@ def test_tiny_planetoid_pubmed_path(workdir, unlisted):
         "train": 6, "val": 500, "test": 10,
     }
     assert torch.equal(graph["y"][:6], torch.tensor([0, 0, 1, 1, 2, 2]))
+    classes = json.loads((workdir / "reports/data/pubmed.classes.json").read_text())
+    assert classes["public_train_per_class"] == [2, 2, 2]  # the six training nodes above, two a class
+    assert classes["nodes_per_class"] == [int((graph["y"] == c).sum()) for c in range(3)]
+    assert sum(classes["nodes_per_class"]) == 520
     sums = row_sums(graph["x"])
     assert torch.all(torch.isclose(sums, torch.ones(520)) | (sums == 0))
 
