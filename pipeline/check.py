@@ -26,7 +26,8 @@ from pipeline import config
 from pipeline.engine import plan
 from pipeline.files import write_text_atomic
 from pipeline.models import REGISTRY
-from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, PARAMS_FILE, SPECS_ROOT, class_counts_file
+from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, EVAL_ROOT, PARAMS_FILE, SPECS_ROOT, class_counts_file
+from pipeline.report.tables import cells_with_tables, table_paths
 from pipeline.progress import duration
 from pipeline.engine.spec import INDEX_NAME, cell_spec, differences, family_dir, index_file, spec_file, spec_text
 
@@ -149,6 +150,30 @@ def where_set(params: dict, cell: config.Cell, key: str) -> str:
     return f"{key} of {cell.dataset}'s settings for {cell.method} (study {cell.study})"
 
 
+def check_nothing_emptied(params: dict, eval_root: Path = EVAL_ROOT) -> None:
+    """Refuse a selection that would leave a trained cell of a selected family with no seeds: its
+    runs set to 0, or the cell gone from its study (or the study gone). Train would rewrite its
+    tables empty or remove them, and DVC delete the figures before the plot stage found out;
+    dropping results on purpose is deleting their table first."""
+    cells = {(cell.dataset, cell.method, cell.name): cell for cell in config.cells(params)}
+    for dataset in params["datasets"]:
+        for method in params["methods"]:
+            for name in cells_with_tables(dataset, method, eval_root):
+                table = table_paths(dataset, method, name, eval_root)["per_seed"]
+                seeds = len(table.read_text().splitlines()) - 1 if table.exists() else 0
+                if seeds < 1:
+                    continue
+                cell = cells.get((dataset, method, name))
+                keep = f"{table} holds {seeds} seeds; to drop them, delete that table first"
+                if cell is None:
+                    study = name.split("-")[0]  # a cell's name is its study's, then its grid values
+                    gone = (f"studies.{study}: removed" if study not in params["studies"] else
+                            f"studies.{study}: no longer holds {dataset}/{method}/{name}")
+                    raise config.ConfigError(f"{gone}, but {keep}")
+                if config.runs_for(params, cell) == 0:
+                    raise config.ConfigError(f"{config.runs_key(params, cell)}: 0 for {cell}, but {keep}")
+
+
 def write_specs(params: dict, root: Path = SPECS_ROOT) -> list[str]:
     """Each family's specs and index, rewritten only where they changed (a file of a cell that
     left the family is removed); one line per cell whose spec is new or moved or that left,
@@ -187,6 +212,7 @@ def main(argv: list[str]) -> None:
     config.check_everything(params)
     check_memory_budget(params)
     check_splits_fit(params)
+    check_nothing_emptied(params)
     device = resolve_device_name(params.get("device", "auto"))
     moved = write_specs(params)
     print("\n".join([f"{len(moved)} cells' specs moved; dvc repro reruns their families' stages:" if moved else

@@ -465,6 +465,20 @@ def runs_for(params: dict, cell: Cell) -> int:
     return value.get(cell.method, default) if isinstance(value, dict) else value
 
 
+def runs_key(params: dict, cell: Cell) -> str:
+    """The params.yaml key :func:`runs_for` took the cell's seeds from."""
+    runs = params["studies"][cell.study].get("runs")
+    where = f"studies.{cell.study}.runs"
+    if _is_int(runs):
+        return where
+    value = (runs or {}).get(cell.dataset)
+    if isinstance(value, dict) and cell.method in value:
+        return f"{where}.{cell.dataset}.{cell.method}"
+    if value is not None and not isinstance(value, dict):
+        return f"{where}.{cell.dataset}"
+    return f"{where}.default" if "default" in (runs or {}) else "runs"
+
+
 def baseline_methods(params: dict) -> list[str]:
     """The selected methods that are baselines of Table 2 (pipeline.models.baselines)."""
     return [m for m in params["methods"] if registry()[m].table_keys is not None]

@@ -83,8 +83,8 @@ def accuracy_figure(params: dict, dataset: str, methods: list[str], paper_mean_s
     for method in methods:
         table = table_of(params, dataset, method)
         acc = 100 * table["test_acc"]
-        points = ax.plot(table["seed"], acc, "o", ms=3, alpha=0.7,
-                         label=f"{REGISTRY[method].label}: {acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}")
+        summary = f"{acc.mean():.2f} ± {acc.std(ddof=1) if len(acc) > 1 else 0:.2f}" if len(acc) else "not run"
+        points = ax.plot(table["seed"], acc, "o", ms=3, alpha=0.7, label=f"{REGISTRY[method].label}: {summary}")
         ax.axhline(acc.mean(), color=points[0].get_color(), lw=1, ls="--")
     ax.set(xlabel="seed (run index)", ylabel="test accuracy (%)",
            title=titled(f"{config.DATASET_NAMES[dataset]}: test accuracy per seed", changed))
@@ -94,7 +94,14 @@ def accuracy_figure(params: dict, dataset: str, methods: list[str], paper_mean_s
 
 def gamma_figure(params: dict, dataset: str, method: str, beta: float, changed: list[str]):
     """The paper's Fig. B.3: gamma over nodes at each seed's selected epoch; gamma >= beta."""
-    hist = read_table(table_paths(dataset, method, config.table_cell_name(params, method))["gamma"])
+    path = table_paths(dataset, method, config.table_cell_name(params, method))["gamma"]
+    if path.exists() and not path.read_text().strip():  # runs 0: train wrote its tables empty
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        ax.text(0.5, 0.5, "not run (runs 0)", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
+        ax.set(xlabel=r"adaptive weight $\gamma_i$ at the selected epoch", ylabel="nodes",
+               title=f"{config.DATASET_NAMES[dataset]}, {REGISTRY[method].label}: not run")
+        return fig
+    hist = read_table(path)
     single = [c for c in hist.columns if c.startswith("count_seed_")][0]
     width = hist["bin_right"] - hist["bin_left"]
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))

@@ -319,3 +319,30 @@ def test_a_split_the_datasets_classes_cannot_hold_stops_at_the_check_stage(workd
     update_params(workdir, studies={**params["studies"], study: {"datasets": ["cora"], "methods": ["cadnet"], "runs": 2,
                                                                  "settings": split, "grid": fits}})
     check.main([])
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda studies: {**studies, "main": {**studies["main"], "runs": {"cora": 0}}},
+     "studies.main.runs.cora: 0 for cora/cadnet/main, but reports/eval/cora/cadnet/main.csv holds 3 seeds; "
+     "to drop them, delete that table first"),
+    (lambda studies: {**studies, "main": {**studies["main"], "runs": 0}},
+     "studies.main.runs: 0 for cora/cadnet/main, but reports/eval/cora/cadnet/main.csv holds 3 seeds; "
+     "to drop them, delete that table first"),
+    (lambda studies: {name: study for name, study in studies.items() if name != "main"},
+     "studies.main: removed, but reports/eval/cora/cadnet/main.csv holds 3 seeds; to drop them, delete that table first"),
+    (lambda studies: {**studies, "main": {**studies["main"], "datasets": ["citeseer"]}},
+     "studies.main: no longer holds cora/cadnet/main, but reports/eval/cora/cadnet/main.csv holds 3 seeds; "
+     "to drop them, delete that table first"),
+])
+def test_a_selection_that_would_empty_a_trained_cell_stops_at_the_check_stage(evaluated, change, message):
+    """Before DVC deletes any output and train rewrites the table empty; deleting the table
+    first is how results are dropped on purpose."""
+    studies = read_params(evaluated)["studies"]
+    update_params(evaluated, studies=change(studies))
+    before = {path: path.read_bytes() for path in (evaluated / "reports").rglob("*") if path.is_file()}
+    with pytest.raises(config.ConfigError) as info:
+        check.main([])
+    assert str(info.value) == message
+    assert {path: path.read_bytes() for path in (evaluated / "reports").rglob("*") if path.is_file()} == before
+    (evaluated / "reports/eval/cora/cadnet/main.csv").unlink()
+    check.main([])

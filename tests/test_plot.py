@@ -287,3 +287,20 @@ def test_a_studys_figure_draws_a_line_per_method_over_its_grid_with_its_data_for
     assert data["value"].tolist() == [16, 64] and data["test_acc"].tolist() == pytest.approx([72.0, 82.0])
     assert data["runs"].tolist() == [2, 2]
     matplotlib.pyplot.close("all")
+
+
+def test_a_main_cell_set_to_no_runs_is_drawn_as_not_run(cora_workdir):
+    """runs 0 from the start: train writes the cell's tables empty; stats says "not run", and
+    the plot stage draws the figures saying so instead of failing on the empty gamma table."""
+    from conftest import read_params, write_data_stats
+    from pipeline import stats
+
+    studies = read_params(cora_workdir)["studies"]
+    update_params(cora_workdir, studies={**studies, "main": {**studies["main"], "runs": 0}})
+    write_tables_of_fake_seeds(cora_workdir, accs=())
+    write_data_stats(cora_workdir, "cora")
+    stats.main([])
+    assert "| CAD-Net (AdaCAD) | not run / 84.3 ± 0.5 |" in (cora_workdir / "reports/results.md").read_text()
+    plot.main([])
+    for name in FIGURES:
+        assert_png(cora_workdir / "reports/figures" / f"cora_{name}.png")

@@ -103,6 +103,13 @@ def table_paths(dataset: str, method: str, name: str, root: Path = EVAL_ROOT) ->
             "epochs": folder / f"{name}_epochs.csv"}
 
 
+def cells_with_tables(dataset: str, method: str, root: Path = EVAL_ROOT) -> list[str]:
+    """The names of the cells whose per-seed table the family's folder holds (``main``, not
+    ``main_gamma``, which describes it)."""
+    return sorted(path.stem for path in family_tables(dataset, method, root).glob("*.csv")
+                  if not path.stem.endswith(("_gamma", "_epochs")))
+
+
 def per_seed_path(dataset: str, method: str, name: str, root: Path = EVAL_ROOT) -> Path:
     return table_paths(dataset, method, name, root)["per_seed"]
 
