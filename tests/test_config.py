@@ -934,3 +934,26 @@ def test_a_defect_raising_oserror_without_errno_keeps_its_traceback():
         raise OSError("not a refusal of the system")
     with pytest.raises(OSError, match="not a refusal"):
         config.run_main(defect, [])
+
+
+# ------------------------------------------------------------------------ params.yaml under -S
+
+
+def test_set_param_changes_only_the_values_it_sets_and_keeps_every_comment(tmp_path):
+    """`dvc exp run -S` writes params.yaml back through DVC's apply_overrides (the function its
+    experiments call): the shipped file is already in the form it writes, so setting a value to
+    itself changes no byte, and setting three values changes those three lines only."""
+    from dvc.utils.hydra import apply_overrides
+
+    shipped = shipped_params_text()
+    same = tmp_path / "same.yaml"
+    same.write_text(shipped)
+    apply_overrides(str(same), [f"runs={SHIPPED_PARAMS['runs']}"])
+    assert same.read_text() == shipped
+    moved = tmp_path / "moved.yaml"
+    moved.write_text(shipped)
+    apply_overrides(str(moved), ["beta=0.9", "hparams.cora.beta=0.7", "studies.variants.runs.pubmed.rw=100"])
+    before, after = shipped.splitlines(), moved.read_text().splitlines()
+    assert len(before) == len(after)
+    changed = [(old.strip(), new.strip()) for old, new in zip(before, after) if old != new]
+    assert changed == [("rw: 20", "rw: 100"), ("beta:", "beta: 0.9"), ("beta: 0.8", "beta: 0.7")]
