@@ -26,10 +26,12 @@ from pipeline import config
 from pipeline.engine import plan
 from pipeline.files import write_text_atomic
 from pipeline.models import REGISTRY
-from pipeline.paths import CHECKED_FILE, DATA_STATS_ROOT, EVAL_ROOT, PARAMS_FILE, SPECS_ROOT, class_counts_file
-from pipeline.report.tables import cells_with_tables, table_paths
+from pipeline.paths import (CHECKED_FILE, DATA_STATS_ROOT, EVAL_ROOT, PARAMS_FILE, SPECS_ROOT, STASH_ROOT,
+                            class_counts_file, run_dir, seed_file)
+from pipeline.report.tables import cells_with_tables, read_written, table_paths, tables_hold
 from pipeline.progress import duration
-from pipeline.engine.spec import INDEX_NAME, cell_spec, differences, family_dir, index_file, spec_file, spec_text
+from pipeline.engine.spec import (INDEX_NAME, cell_name, cell_spec, differences, family_dir, index_file,
+                                  seed_identity, spec_file, spec_text)
 
 
 def resolve_device_name(name: str) -> str:
@@ -46,39 +48,97 @@ def resolve_device_name(name: str) -> str:
     return "cpu"
 
 
-def plan_lines(params: dict, device: str) -> list[str]:
-    lines = [f"the selection trains {len(config.trained_cells(params))} cells on {device}: `dvc repro` trains a cell only where "
-             f"its spec moved, and reuses the seeds already trained under it, so these times are upper bounds:"]
-    total, unknown, elsewhere = 0.0, 0, 0
+def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
+    """What `dvc repro` trains now, first: the cells whose committed tables were not written
+    under their spec (``moved``: :func:`write_specs`'s answer, what moved in a cell's spec),
+    their seeds and time. Then what the whole selection would cost from scratch, per
+    study, labelled as such. A spec back to the one its tables were written from trains nothing
+    and is not listed."""
     memory = plan.machine_memory_bytes() if device == "cpu" else None
     baselines = config.baseline_methods(params)
-    unrun: dict[str, list[config.Cell]] = {}
+    now, back, training, seeds_now, seconds_now, unknown_now = [], 0, 0, 0, 0.0, 0
+    studies: dict[str, list] = {}  # study -> [cells, seconds from scratch, cells without a figure, cells not run]
+    elsewhere = 0
+    written: dict[tuple[str, str], dict] = {}
     for cell in config.cells(params):
         dataset, method = cell.dataset, cell.method
         runs = config.runs_for(params, cell)
+        study = studies.setdefault(cell.study, [0, 0.0, 0, []])
         if runs == 0:
-            unrun.setdefault(cell.study, []).append(cell)
+            study[3].append(cell)
             continue
         single = params.get("engine", "batched") == "single" or not REGISTRY[method].batched
         side_by_side = plan.workers_side_by_side(single, device, params.get("n_jobs", -1))
         measured = plan.cell_measured(params, cell, device, baselines)
-        lines.append(f"  {cell}: {runs} seeds, "
-                     + plan.estimate(dataset, method, runs, measured=measured, side_by_side=side_by_side))
+        study[0] += 1
+        if measured is None:
+            study[2] += 1
+        else:
+            study[1] += measured[0] * runs / plan.seeds_at_once(runs, side_by_side)
+            elsewhere += plan.OTHER_MACHINE in measured[1]
+        spec = cell_spec(params, cell)  # in memory: its grid values in the grid's order, which name the cell
+        if (dataset, method) not in written:
+            written[(dataset, method)] = read_written(dataset, method)
+        what = moved.get(str(cell), "its tables were not written under this spec")
+        if tables_hold(dataset, method, spec, written[(dataset, method)]):
+            back += str(cell) in moved
+            continue
+        found = seeds_found(spec)
+        to_train = runs - found
+        training, seeds_now = training + 1, seeds_now + to_train
+        now.append(f"  {cell}: {runs} seeds" + (f" ({found} found trained)" if found else "") + ", "
+                   + plan.estimate(dataset, method, to_train, measured=measured, side_by_side=side_by_side)
+                   + f"; {what}")
         warning = plan.memory_warning(dataset, method, memory, hp=config.cell_hparams(params, cell))
         if warning:
-            lines.append(f"    {warning}")
-        if measured is None:
-            unknown += 1
-        else:
-            total += measured[0] * runs / plan.seeds_at_once(runs, side_by_side)
-            elsewhere += plan.OTHER_MACHINE in measured[1]
-    for study, cells in unrun.items():  # a study's unrun cells in one line: the paper's studies have hundreds
-        lines.append(f"  {study}: {len(cells)} cells not run (runs 0): {', '.join(map(str, cells[:3]))}"
-                     + (", ..." if len(cells) > 3 else ""))
-    lines.append(f"  all cells: ~{duration(total)} at the committed run's speed"
-                 + (f", {elsewhere} cells of it from another kind of machine's figures" if elsewhere else "")
-                 + (f", plus {unknown} cells without a measured figure" if unknown else ""))
+            now.append(f"    {warning}")
+        if measured is None and to_train:
+            unknown_now += 1
+        elif measured is not None:
+            seconds_now += measured[0] * to_train / plan.seeds_at_once(to_train, side_by_side)
+    if training:
+        lines = [f"`dvc repro` trains {training} cells on {device} now (their tables were not written under their "
+                 f"spec): {seeds_now} seeds to train, ~{duration(seconds_now)} at the committed run's speed"
+                 + (f", plus {unknown_now} cells without a measured figure" if unknown_now else "") + ":", *now]
+    else:
+        lines = ["`dvc repro` trains nothing now: every cell's tables were written under its spec"]
+    if back:
+        lines.append(f"{back} cells' specs are back to those their tables were written from: nothing to train for them")
+    total = sum(study[1] for study in studies.values())
+    lines.append(f"the whole selection, for reference: {sum(s[0] for s in studies.values())} cells, ~{duration(total)} "
+                 f"if each trained from scratch at the committed run's speed"
+                 + (f" ({elsewhere} cells of it from another kind of machine's figures)" if elsewhere else "") + ":")
+    for name, (count, seconds, unknown, unrun) in studies.items():
+        parts = [f"{count} cells" + (f", ~{duration(seconds)}" if count > unknown else "")
+                 + (f" ({unknown} without a measured figure)" if unknown else "")] if count else []
+        if unrun:  # a study's unrun cells in one line: the paper's studies have hundreds
+            parts.append(f"{len(unrun)} cells not run (runs 0): {', '.join(map(str, unrun[:3]))}"
+                         + (", ..." if len(unrun) > 3 else ""))
+        lines.append(f"  {name}: {'; '.join(parts)}")
     return lines
+
+
+def seeds_found(spec: dict) -> int:
+    """Of a cell's seeds, about how many train will find trained under ``spec``, for the
+    estimate: those in its folder of data/runs where the folder's first seed file was made under
+    the spec's identity (train keeps a folder to one identity), and those of the others in the
+    stash under it. Train itself reads every file."""
+    from pipeline.train import read_seed  # torch, for one file a cell
+
+    dataset, method, runs = spec["dataset"], spec["method"], spec["runs"]
+    # a seed whose numbers depend on its chunk records the chunk's size, which needs the graph:
+    # any size up to the cap will do here
+    chunks = [None] if "chunking" not in spec else range(1, spec["chunking"]["seed_chunk"] + 1)
+    identities = {seed_identity(spec, chunk) for chunk in chunks}
+    folder = run_dir(dataset, method, cell_name(spec))
+    first = next(iter(sorted(folder.glob("seed_*.pt"))), None)
+    found = set()
+    if first is not None and (read_seed(first) or {}).get("fingerprint") in identities:
+        found = {seed for seed in range(runs) if seed_file(folder, seed).exists()}
+    for identity in identities:
+        stash = STASH_ROOT / dataset / method / identity
+        found |= {seed for seed in range(runs) if seed_file(stash, seed).exists()} if stash.is_dir() else set()
+    return len(found)
 
 
 def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None:
@@ -174,11 +234,11 @@ def check_nothing_emptied(params: dict, eval_root: Path = EVAL_ROOT) -> None:
                     raise config.ConfigError(f"{config.runs_key(params, cell)}: 0 for {cell}, but {keep}")
 
 
-def write_specs(params: dict, root: Path = SPECS_ROOT) -> list[str]:
+def write_specs(params: dict, root: Path = SPECS_ROOT) -> tuple[dict[str, str], list[str]]:
     """Each family's specs and index, rewritten only where they changed (a file of a cell that
-    left the family is removed); one line per cell whose spec is new or moved or that left,
-    saying what moved (the families whose stages `dvc repro` will rerun)."""
-    lines = []
+    left the family is removed). Returns what moved in each cell whose spec is new or moved, and
+    a line per cell that left the studies."""
+    moved, left = {}, []
     for dataset in params["datasets"]:
         for method in params["methods"]:
             cells = config.family(params, dataset, method)
@@ -189,21 +249,20 @@ def write_specs(params: dict, root: Path = SPECS_ROOT) -> list[str]:
                 if old == text:
                     continue
                 try:
-                    moved = "new cell" if old is None else "; ".join(differences(json.loads(old), json.loads(text)))
+                    moved[str(cell)] = "new cell" if old is None else "; ".join(differences(json.loads(old), json.loads(text)))
                 except json.JSONDecodeError:
-                    moved = "its old file was not a spec"
-                lines.append(f"  {cell}: {moved}")
+                    moved[str(cell)] = "its old file was not a spec"
                 write_text_atomic(path, text)
             names = {f"{cell.name}.json" for cell in cells} | {INDEX_NAME}
             for path in sorted(family_dir(dataset, method, root).glob("*.json")):
                 if path.name not in names:
-                    lines.append(f"  {dataset}/{method}/{path.stem}: no longer a cell of the studies")
+                    left.append(f"  {dataset}/{method}/{path.stem}: no longer a cell of the studies")
                     path.unlink()
             index = json.dumps([cell.name for cell in cells], indent=1) + "\n"
             path = index_file(dataset, method, root)
             if not path.exists() or path.read_text() != index:
                 write_text_atomic(path, index)
-    return lines
+    return moved, left
 
 
 def main(argv: list[str]) -> None:
@@ -214,10 +273,11 @@ def main(argv: list[str]) -> None:
     check_splits_fit(params)
     check_nothing_emptied(params)
     device = resolve_device_name(params.get("device", "auto"))
-    moved = write_specs(params)
-    print("\n".join([f"{len(moved)} cells' specs moved; dvc repro reruns their families' stages:" if moved else
-                      "no cell's spec moved", *moved]), file=sys.stderr)
-    print("\n".join(plan_lines(params, device)), file=sys.stderr)
+    moved, left = write_specs(params)
+    lines = plan_lines(params, device, moved)
+    if left:
+        lines += [f"{len(left)} cells left the studies (their seed files stay):", *left]
+    print("\n".join(lines), file=sys.stderr)
     CHECKED_FILE.parent.mkdir(parents=True, exist_ok=True)
     CHECKED_FILE.write_text(f"{PARAMS_FILE}: valid\n")
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import hashlib
-import json
 import os
 import pickle
 import re
@@ -51,7 +49,8 @@ from pipeline.engine.loop import (Replica, TrainingError, settings_free_within_a
                                   train_seed)
 from pipeline.engine.spec import cell_name, cell_of, current_family, seed_identity, spec_hash
 from pipeline.engine.splits import split_masks
-from pipeline.report.tables import WRITTEN_NAME, epoch_summary, family_tables, gamma_histogram, per_seed_table, table_paths
+from pipeline.report.tables import (epoch_summary, family_tables, gamma_histogram, per_seed_table, read_written,
+                                    table_paths, tables_hold, write_written, written_record)
 
 SEED_FILE = re.compile(r"seed_(\d+)\.pt")
 # Methods whose CPU seeds each run in a process of their own. PyG's GraphUNet squares its
@@ -579,39 +578,6 @@ def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprin
                                 f"run `dvc repro train@{dataset}-{method}` again")
         records.append(record)
     return records
-
-
-def read_written(dataset: str, method: str) -> dict[str, dict]:
-    """Of each cell whose tables the family's folder holds, what they were written from: the hash
-    of the cell's spec (:func:`pipeline.engine.spec.spec_hash`) and the checksum of the tables as
-    written; nothing where the record is missing or unreadable."""
-    path = family_tables(dataset, method) / WRITTEN_NAME
-    try:
-        written = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return {}
-    return written if isinstance(written, dict) else {}
-
-
-def write_written(dataset: str, method: str, written: dict[str, dict]) -> None:
-    write_text_atomic(family_tables(dataset, method) / WRITTEN_NAME, json.dumps(written, indent=1, sort_keys=True) + "\n")
-
-
-def written_record(dataset: str, method: str, spec: dict) -> dict:
-    """What the cell's tables as they are now record: its spec's hash and their checksum (None
-    where one is missing), so that a table edited after train wrote it is written again."""
-    checksum = hashlib.sha256()
-    for path in table_paths(dataset, method, cell_name(spec)).values():
-        if not path.exists():
-            return {"spec": spec_hash(spec), "tables": None}
-        checksum.update(path.read_bytes())
-    return {"spec": spec_hash(spec), "tables": checksum.hexdigest()[:16]}
-
-
-def tables_hold(dataset: str, method: str, spec: dict, written: dict[str, dict]) -> bool:
-    """The cell's committed tables are those train wrote under ``spec``: nothing to train or write."""
-    record = written_record(dataset, method, spec)
-    return record["tables"] is not None and written.get(cell_name(spec)) == record
 
 
 def write_tables(dataset: str, method: str, name: str, records: list[dict]) -> None:

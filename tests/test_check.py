@@ -18,7 +18,7 @@ def test_valid_params_print_the_plan_and_write_the_same_line_whatever_the_values
     check.main([])
     first = (workdir / CHECKED_FILE).read_text()
     err = capsys.readouterr().err
-    assert "the selection trains 1 cells on cpu" in err and "cora/cadnet/main: 7 seeds" in err
+    assert "`dvc repro` trains 1 cells on cpu now" in err and "cora/cadnet/main: 7 seeds" in err
     update_params(workdir, runs=9, beta=0.5)
     check.main([])
     assert (workdir / CHECKED_FILE).read_text() == first  # downstream stages see no change
@@ -81,9 +81,12 @@ def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir, capsy
     capsys.readouterr()
     assert moved(before) == [("cora", "cadnet"), ("cora", "rw")]
     beta = params["hparams"]["cora"]["beta"]
-    assert capsys.readouterr().err.startswith(f"2 cells' specs moved; dvc repro reruns their families' stages:\n"
-                                            f"  cora/cadnet/main: settings.beta: {beta} -> 0.9\n"
-                                            f"  cora/rw/variants: settings.beta: {beta} -> 0.9\n")
+    err = capsys.readouterr().err
+    assert err.startswith("`dvc repro` trains 8 cells on cpu now (their tables were not written under their spec): ")
+    assert f"  cora/cadnet/main: 3 seeds, no measured figure for cora yet" in err
+    assert f"; settings.beta: {beta} -> 0.9\n" in err and err.count(f"settings.beta: {beta} -> 0.9") == 2
+    assert "  citeseer/cadnet/main: 3 seeds, no measured figure for citeseer yet (run `python -m pipeline.bench " \
+           "--datasets citeseer`); its tables were not written under this spec\n" in err
     before = texts()
     update_params(workdir, method_hparams={**params["method_hparams"], "sgc": {**params["method_hparams"]["sgc"], "K": 3}})
     assert moved(before) == [("citeseer", "sgc"), ("cora", "sgc")]
@@ -163,7 +166,9 @@ def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(wor
     check.main([])
     err = capsys.readouterr().err
     assert "cora/gcn/baselines: 4 seeds, ~4.0 min" in err and "cora/agnn/baselines: 4 seeds, ~2.0 min" in err
-    assert "all cells: ~10.0 min" in err  # cadnet 4 + gcn 4 + agnn 2
+    assert "`dvc repro` trains 3 cells on cpu now (their tables were not written under their spec): 12 seeds to " \
+           "train, ~10.0 min" in err  # cadnet 4 + gcn 4 + agnn 2
+    assert "  baselines: 2 cells, ~6.0 min\n" in err
 
 
 def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them(workdir):
@@ -216,8 +221,8 @@ def test_the_plans_total_says_how_many_cells_it_costs_from_another_kind_of_machi
     sources = {"cadnet": "cora/cadnet", "gcn": f"cora/gcn on cuda (NVIDIA H200), {check.plan.OTHER_MACHINE} than this cpu"}
     monkeypatch.setattr(check.plan, "measured_per_seed", lambda dataset, method, **kwargs: (1.0, sources[method]))
     check.main([])
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "  all cells: ~4 s at the committed run's speed, 1 cells of it from another kind of machine's figures")
+    assert ("the whole selection, for reference: 2 cells, ~4 s if each trained from scratch at the committed run's "
+            "speed (1 cells of it from another kind of machine's figures):") in capsys.readouterr().err.splitlines()
 
 
 def test_a_spec_file_that_is_not_a_spec_is_written_again(workdir, capsys):
@@ -230,7 +235,7 @@ def test_a_spec_file_that_is_not_a_spec_is_written_again(workdir, capsys):
     capsys.readouterr()
     check.main([])
     assert path.read_text() == written
-    assert "  cora/cadnet/main: its old file was not a spec\n" in capsys.readouterr().err
+    assert "; its old file was not a spec\n" in capsys.readouterr().err
 
 
 def test_a_new_grid_value_adds_a_cells_spec_and_moves_no_other_and_a_dropped_one_goes(workdir, capsys):
@@ -256,7 +261,8 @@ def test_a_new_grid_value_adds_a_cells_spec_and_moves_no_other_and_a_dropped_one
     check.main([])
     after = {p.name: p.read_text() for p in family.iterdir()}
     assert {name for name in after if after[name] != before.get(name)} == {"beta-beta=0.95.json", "_cells.json"}
-    assert "  cora/cadnet/beta-beta=0.95: new cell\n" in capsys.readouterr().err
+    assert "  cora/cadnet/beta-beta=0.95: 2 seeds, no measured figure for cora yet (run `python -m pipeline.bench " \
+           "--datasets cora`); new cell\n" in capsys.readouterr().err
     params["studies"]["beta"]["grid"]["beta"] = [0.5]
     write_params(workdir, params)
     check.main([])
@@ -273,8 +279,8 @@ def test_the_plan_counts_a_studys_unrun_cells_in_one_line(workdir, capsys):
     check.main([])
     err = capsys.readouterr().err
     assert "cora/cadnet/sweep-beta=0.2: 2 seeds" in err
-    assert ("  sweep: 3 cells not run (runs 0): pubmed/cadnet/sweep-beta=0.1, pubmed/cadnet/sweep-beta=0.2, "
-            "pubmed/cadnet/sweep-beta=0.3\n") in err
+    assert ("  sweep: 3 cells (3 without a measured figure); 3 cells not run (runs 0): "
+            "pubmed/cadnet/sweep-beta=0.1, pubmed/cadnet/sweep-beta=0.2, pubmed/cadnet/sweep-beta=0.3\n") in err
     assert "pubmed/cadnet/sweep-beta=0.1: not run" not in err
 
 
@@ -346,3 +352,47 @@ def test_a_selection_that_would_empty_a_trained_cell_stops_at_the_check_stage(ev
     assert {path: path.read_bytes() for path in (evaluated / "reports").rglob("*") if path.is_file()} == before
     (evaluated / "reports/eval/cora/cadnet/main.csv").unlink()
     check.main([])
+
+
+def test_the_plan_leads_with_what_trains_now_and_a_spec_moved_back_is_not_listed(evaluated, capsys):
+    """Train's record of the spec each cell's tables were written from decides: nothing to train
+    at first; Cora's beta moved, its one cell, with what moved; the seeds already in its folder
+    counted where only their number moved; back at the committed settings, nothing again, and
+    the whole selection's cost comes after, labelled."""
+    from pipeline.engine.spec import cell_spec
+    from pipeline.report.tables import write_written, written_record
+
+    from conftest import FAKE_ACCS, fake_record
+    from pipeline.engine.spec import seed_identity
+
+    params = config.load_params()
+    (cell,) = config.cells(params)
+    spec = cell_spec(params, cell)
+    write_written("cora", "cadnet", {"main": written_record("cora", "cadnet", spec)})
+    for seed, acc in enumerate(FAKE_ACCS):  # the seeds those tables came from, as train stores them
+        torch.save(fake_record(seed, acc, fingerprint=seed_identity(spec)), evaluated / f"data/runs/cora/cadnet/main/seed_{seed:03d}.pt")
+    capsys.readouterr()
+    check.main([])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "`dvc repro` trains nothing now: every cell's tables were written under its spec"
+    assert lines[1].startswith("the whole selection, for reference: 1 cells, ")
+    hparams = params["hparams"]
+    update_params(evaluated, hparams={**hparams, "cora": {**hparams["cora"], "beta": 0.9}})
+    check.main([])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("`dvc repro` trains 1 cells on cpu now (their tables were not written under their "
+                               "spec): 3 seeds to train")
+    assert lines[1].startswith("  cora/cadnet/main: 3 seeds, ") and lines[1].endswith(
+        f"; settings.beta: {hparams['cora']['beta']} -> 0.9")
+    assert lines[2].startswith("the whole selection, for reference: 1 cells, ")
+    update_params(evaluated, hparams=hparams, runs=5)
+    check.main([])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("`dvc repro` trains 1 cells on cpu now (their tables were not written under their "
+                               "spec): 2 seeds to train")
+    assert lines[1].startswith("  cora/cadnet/main: 5 seeds (3 found trained), ") and "runs: 3 -> 5" in lines[1]
+    update_params(evaluated, runs=3)
+    check.main([])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:2] == ["`dvc repro` trains nothing now: every cell's tables were written under its spec",
+                         "1 cells' specs are back to those their tables were written from: nothing to train for them"]

@@ -160,8 +160,9 @@ def test_repro_writes_every_output(project):
     assert "\r" not in log and "\x1b[" not in log, log[-2000:]
     assert len(log) < 20_000, len(log)
     assert f"ind.cora.x: copied from {project.env['CADNET_MIRROR']}" in log, log[-3000:]  # CADNET_MIRROR's files
-    assert "the selection trains 6 cells" in log and "cora/cadnet/main: 2 seeds" in log, log[-3000:]
-    assert "7 cells' specs moved" in log and "cora/cadnet/main: new cell" in log, log[-3000:]  # one at 0 seeds
+    assert "`dvc repro` trains 6 cells on cpu now" in log, log[-3000:]  # and one at 0 seeds
+    assert "  cora/cadnet/main: 2 seeds, " in log and "; new cell\n" in log, log[-3000:]
+    assert "the whole selection, for reference: 6 cells, " in log, log[-3000:]
     assert f"train cora/cadnet/main: {RUNS} seeds, 0 reused, {RUNS} to train" in log, log[-3000:]
     assert f"train cora/cadnet/main: {RUNS}/{RUNS} seeds (100%)" in log, log[-3000:]
 
@@ -532,7 +533,7 @@ def test_the_readmes_mirror_and_plan_commands(project, tmp_path):
     assert cells_trained(proc) == {}
     checked = project.run(*readme_command("python -m pipeline.check"))
     plan = checked.stdout + checked.stderr
-    assert "the selection trains" in plan and "cora/cadnet/main" in plan, plan
+    assert "`dvc repro` trains nothing now" in plan and "the whole selection, for reference" in plan, plan
 
 
 def test_the_readmes_figure_commands_redraw_and_show_the_figures_offline(project):

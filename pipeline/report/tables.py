@@ -13,6 +13,7 @@ file, never a number in the results.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -21,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import DataError
+from pipeline.engine.spec import cell_name, spec_hash
+from pipeline.files import write_text_atomic
 from pipeline.paths import EVAL_ROOT
 
 # ms_per_seed_epoch: wall time of an epoch (training step and eval pass) divided by the seeds
@@ -108,6 +111,39 @@ def cells_with_tables(dataset: str, method: str, root: Path = EVAL_ROOT) -> list
     ``main_gamma``, which describes it)."""
     return sorted(path.stem for path in family_tables(dataset, method, root).glob("*.csv")
                   if not path.stem.endswith(("_gamma", "_epochs")))
+
+
+def read_written(dataset: str, method: str) -> dict[str, dict]:
+    """Of each cell whose tables the family's folder holds, what they were written from: the hash
+    of the cell's spec (:func:`pipeline.engine.spec.spec_hash`) and the checksum of the tables as
+    written; nothing where the record is missing or unreadable."""
+    path = family_tables(dataset, method) / WRITTEN_NAME
+    try:
+        written = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return written if isinstance(written, dict) else {}
+
+
+def write_written(dataset: str, method: str, written: dict[str, dict]) -> None:
+    write_text_atomic(family_tables(dataset, method) / WRITTEN_NAME, json.dumps(written, indent=1, sort_keys=True) + "\n")
+
+
+def written_record(dataset: str, method: str, spec: dict) -> dict:
+    """What the cell's tables as they are now record: its spec's hash and their checksum (None
+    where one is missing), so that a table edited after train wrote it is written again."""
+    checksum = hashlib.sha256()
+    for path in table_paths(dataset, method, cell_name(spec)).values():
+        if not path.exists():
+            return {"spec": spec_hash(spec), "tables": None}
+        checksum.update(path.read_bytes())
+    return {"spec": spec_hash(spec), "tables": checksum.hexdigest()[:16]}
+
+
+def tables_hold(dataset: str, method: str, spec: dict, written: dict[str, dict]) -> bool:
+    """The cell's committed tables are those train wrote under ``spec``: nothing to train or write."""
+    record = written_record(dataset, method, spec)
+    return record["tables"] is not None and written.get(cell_name(spec)) == record
 
 
 def per_seed_path(dataset: str, method: str, name: str, root: Path = EVAL_ROOT) -> Path:
