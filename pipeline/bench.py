@@ -57,7 +57,7 @@ from pipeline import config, queue
 from pipeline.bench_plain import EXAMPLES, time_plain
 from pipeline.engine import plan
 from pipeline.progress import duration
-from pipeline.models.adacad_batched import estimate_peak_bytes
+from pipeline.engine.memory import estimate_peak_bytes
 from pipeline.models import BASELINES, REGISTRY
 from pipeline.errors import DataError
 from pipeline.files import write_text_atomic

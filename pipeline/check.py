@@ -24,11 +24,12 @@ from pathlib import Path
 
 from pipeline import config
 from pipeline.engine import plan
+from pipeline.engine.memory import peak_bytes_of, sizes_from_counts  # the train stage's own estimate
 from pipeline.files import write_text_atomic
 from pipeline.models import REGISTRY
 from pipeline.paths import (CHECKED_FILE, DATA_STATS_ROOT, EVAL_ROOT, PARAMS_FILE, SPECS_ROOT, STASH_ROOT,
                             class_counts_file, run_dir, seed_file)
-from pipeline.report.tables import cells_with_tables, read_written, table_paths, tables_hold
+from pipeline.report.tables import read_written, table_paths, tables_hold
 from pipeline.progress import duration
 from pipeline.engine.spec import (INDEX_NAME, cell_name, cell_spec, differences, family_dir, index_file,
                                   seed_identity, spec_file, spec_text)
@@ -145,8 +146,6 @@ def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None
     """Refuse a ``memory_budget_gb`` below one seed of a trained cell, which every train stage
     would refuse later. From the graph's counts in reports/data (features taken as empty: a
     lower bound of the train stage's estimate); a dataset not yet preprocessed is skipped."""
-    from pipeline.train import peak_bytes_of, sizes_from_counts  # the train stage's own estimate
-
     budget = params.get("memory_budget_gb", 6)
     for cell in config.trained_cells(params):
         path = data_root / f"{cell.dataset}.json"
@@ -211,27 +210,18 @@ def where_set(params: dict, cell: config.Cell, key: str) -> str:
 
 
 def check_nothing_emptied(params: dict, eval_root: Path = EVAL_ROOT) -> None:
-    """Refuse a selection that would leave a trained cell of a selected family with no seeds: its
-    runs set to 0, or the cell gone from its study (or the study gone). Train would rewrite its
-    tables empty or remove them, and DVC delete the figures before the plot stage found out;
-    dropping results on purpose is deleting their table first."""
-    cells = {(cell.dataset, cell.method, cell.name): cell for cell in config.cells(params)}
-    for dataset in params["datasets"]:
-        for method in params["methods"]:
-            for name in cells_with_tables(dataset, method, eval_root):
-                table = table_paths(dataset, method, name, eval_root)["per_seed"]
-                seeds = len(table.read_text().splitlines()) - 1 if table.exists() else 0
-                if seeds < 1:
-                    continue
-                cell = cells.get((dataset, method, name))
-                keep = f"{table} holds {seeds} seeds; to drop them, delete that table first"
-                if cell is None:
-                    study = name.split("-")[0]  # a cell's name is its study's, then its grid values
-                    gone = (f"studies.{study}: removed" if study not in params["studies"] else
-                            f"studies.{study}: no longer holds {dataset}/{method}/{name}")
-                    raise config.ConfigError(f"{gone}, but {keep}")
-                if config.runs_for(params, cell) == 0:
-                    raise config.ConfigError(f"{config.runs_key(params, cell)}: 0 for {cell}, but {keep}")
+    """Refuse runs of 0 for a cell whose committed table holds seeds: train would rewrite its
+    tables empty, and DVC delete the figures before the plot stage found out. A cell that leaves
+    the studies (its study, dataset or method dropped from a block: "no aggregation study") is
+    another matter: its tables leave with it and the reports say it is not run."""
+    for cell in config.cells(params):
+        if config.runs_for(params, cell) > 0:
+            continue
+        table = table_paths(cell.dataset, cell.method, cell.name, eval_root)["per_seed"]
+        seeds = len(table.read_text().splitlines()) - 1 if table.exists() else 0
+        if seeds > 0:
+            raise config.ConfigError(f"{config.runs_key(params, cell)}: 0 for {cell}, but {table} holds {seeds} seeds, "
+                                     f"which train would drop; to drop them, delete that table first")
 
 
 def write_specs(params: dict, root: Path = SPECS_ROOT) -> tuple[dict[str, str], list[str]]:
@@ -265,13 +255,20 @@ def write_specs(params: dict, root: Path = SPECS_ROOT) -> tuple[dict[str, str], 
     return moved, left
 
 
+def validate(params: dict) -> None:
+    """Every check of params.yaml, before anything is written: the values (each against its rule
+    and its method's schema), the splits the datasets' classes must hold, the memory budget, and
+    no trained cell emptied. None of it loads torch, so a bad value is named in a second or two."""
+    config.check_everything(params)
+    check_splits_fit(params)
+    check_memory_budget(params)
+    check_nothing_emptied(params)
+
+
 def main(argv: list[str]) -> None:
     config.no_args(argv, "check")
     params = config.load_params()
-    config.check_everything(params)
-    check_memory_budget(params)
-    check_splits_fit(params)
-    check_nothing_emptied(params)
+    validate(params)
     device = resolve_device_name(params.get("device", "auto"))
     moved, left = write_specs(params)
     lines = plan_lines(params, device, moved)

@@ -40,8 +40,8 @@ from joblib import Parallel, delayed, effective_n_jobs
 
 from pipeline import config, progress
 from pipeline.engine import plan
+from pipeline.engine.memory import estimate_peak_bytes, graph_sizes, peak_bytes  # noqa: F401  (tests reach them here)
 from pipeline.check import resolve_device_name
-from pipeline.models.adacad_batched import estimate_peak_bytes
 from pipeline.files import meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
 from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, run_dir, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
@@ -212,45 +212,6 @@ def _graph_in_worker(dataset: str, rule) -> dict:
 def _train_seed_in_worker(dataset: str, rule, hp: dict, method: str, seed: int) -> dict:
     exit_with_parent()
     return train_seed(_graph_in_worker(dataset, rule), hp, seed, "cpu", method)
-
-
-def graph_sizes(graph: dict, hp: dict) -> dict:
-    """What :func:`estimate_peak_bytes` needs. It models CAD-Net's batched network; for a
-    baseline (no K, heads of width hidden) it is a proxy of the same order. A method that
-    trains on a diffusion's top-k sparsified graph (PPR, HK, GDC) has at most k edges a node
-    there, not the graph's as read (PubMed: 2.5M instead of 88k)."""
-    return sizes_from_counts(hp, nodes=graph["y"].size(0), directed_edges=graph["edge_index"].size(1),
-                             features=graph["x"].size(1), feature_nnz=graph["x"]._nnz(), classes=graph["num_classes"])
-
-
-def sizes_from_counts(hp: dict, nodes: int, directed_edges: int, features: int, feature_nnz: int, classes: int) -> dict:
-    """:func:`graph_sizes` from the graph's counts (the check stage has reports/data's, not the graph)."""
-    edges = nodes * min(hp["diffusion_topk"], nodes) if "diffusion_topk" in hp else directed_edges
-    hidden = hp.get("hidden", classes) * hp.get("heads", 1)
-    return dict(nodes=nodes, directed_edges=edges, features=features, feature_nnz=feature_nnz, classes=classes,
-                hidden=hidden, K=hp.get("K", 2))
-
-
-# GDC's first GCN layer sends a hidden-wide message along each of its ~128 edges a node; the
-# message and its gradient (about two floats a unit) dominate its memory, which the CAD-Net
-# model above does not count. Measured (peak RSS over 5 epochs, 1 seed against 4 or 5, hidden
-# 64): 473 bytes per edge and seed on Cora, 480 on CiteSeer; 480 / 64 = 7.5 bytes a unit. The
-# other baselines have 2-20 edges a node, where the proxy held (docs/notes.md: the chunks that ran
-# out of memory). The sparse implementation sends no messages (one product of the rewired matrix
-# with all seeds' columns), which the CAD-Net model's edges and hidden columns cover.
-GDC_MESSAGE_BYTES_PER_UNIT = 7.5
-
-
-def peak_bytes(graph: dict, hp: dict, seeds: int) -> int:
-    """Estimated peak memory of training ``seeds`` seeds of a cell in one chunk."""
-    return peak_bytes_of(graph_sizes(graph, hp), hp, seeds)
-
-
-def peak_bytes_of(sizes: dict, hp: dict, seeds: int) -> int:
-    peak = estimate_peak_bytes(**sizes, seeds=seeds)
-    if hp.get("baseline") == "gdc" and hp.get("implementation", "vmap") == "vmap":
-        peak += int(GDC_MESSAGE_BYTES_PER_UNIT * sizes["hidden"] * sizes["directed_edges"] * seeds)
-    return peak
 
 
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.models.adacad_batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures, estimate_peak_bytes
+from pipeline.engine.memory import estimate_peak_bytes
+from pipeline.models.adacad_batched import BatchedCADNet, BlockDiagonalGraph, StackedSparseFeatures
 from pipeline.models.seeds import SeedStreams
 from pipeline.models import REGISTRY
 from pipeline.models.adacad import CADNet, CADNetConfig, EdgeListGraph

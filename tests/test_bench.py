@@ -200,10 +200,10 @@ def _sleep(seconds):
 
 
 def test_isolated_returns_a_result_or_says_why_not():
-    assert bench.isolated(_answer, (41,), timeout_s=60) == (41, None)
-    assert bench.isolated(_raise, ("bad value",), timeout_s=60) == (None, "ValueError: bad value")
-    assert bench.isolated(_kill_self, (), timeout_s=60) == (None, "killed (out of memory)")
-    assert bench.isolated(_refuse_memory, (), timeout_s=60) == (None, "out of memory, MemoryError: cannot allocate 24 GB")
+    assert bench.isolated(_answer, (41,), timeout_s=600) == (41, None)
+    assert bench.isolated(_raise, ("bad value",), timeout_s=600) == (None, "ValueError: bad value")
+    assert bench.isolated(_kill_self, (), timeout_s=600) == (None, "killed (out of memory)")
+    assert bench.isolated(_refuse_memory, (), timeout_s=600) == (None, "out of memory, MemoryError: cannot allocate 24 GB")
     assert bench.isolated(_sleep, (60,), timeout_s=3) == (None, "stopped after 3 s")
 
 
@@ -211,7 +211,7 @@ def _sleep_and_say_who(path):
     import os
     import time
     Path(path).write_text(str(os.getpid()))
-    time.sleep(120)
+    time.sleep(900)
 
 
 def test_a_stopped_bench_leaves_no_measuring_process_behind(tmp_path):
@@ -219,17 +219,16 @@ def test_a_stopped_bench_leaves_no_measuring_process_behind(tmp_path):
     isolated() measures in (main() calls exit_on_sigterm first)."""
     said = tmp_path / "child.pid"
     script = ("from pipeline import bench; from test_bench import _sleep_and_say_who; bench.exit_on_sigterm(); "
-              f"bench.isolated(_sleep_and_say_who, ({str(said)!r},), timeout_s=120)")
+              f"bench.isolated(_sleep_and_say_who, ({str(said)!r},), timeout_s=900)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])]))
     parent = subprocess.Popen([sys.executable, "-c", script], env=env)
-    deadline = time.monotonic() + 60
-    while not said.exists() or not said.read_text():
-        assert time.monotonic() < deadline and parent.poll() is None, "the measuring child never started"
+    while not said.exists() or not said.read_text():  # however slow the machine, while the bench runs
+        assert parent.poll() is None, "the measuring child never started"
         time.sleep(0.1)
     child = int(said.read_text())
     parent.send_signal(signal.SIGTERM)
-    parent.wait(30)
-    deadline = time.monotonic() + 10
+    parent.wait()
+    deadline = time.monotonic() + 300  # well inside the child's 900 s sleep: only a stalled machine reaches it
     while _alive(child):
         assert time.monotonic() < deadline, f"the measuring process {child} outlived the bench"
         time.sleep(0.1)

@@ -327,28 +327,17 @@ def test_a_split_the_datasets_classes_cannot_hold_stops_at_the_check_stage(workd
     check.main([])
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda studies: {**studies, "main": {**studies["main"], "runs": {"cora": 0}}},
-     "studies.main.runs.cora: 0 for cora/cadnet/main, but reports/eval/cora/cadnet/main.csv holds 3 seeds; "
-     "to drop them, delete that table first"),
-    (lambda studies: {**studies, "main": {**studies["main"], "runs": 0}},
-     "studies.main.runs: 0 for cora/cadnet/main, but reports/eval/cora/cadnet/main.csv holds 3 seeds; "
-     "to drop them, delete that table first"),
-    (lambda studies: {name: study for name, study in studies.items() if name != "main"},
-     "studies.main: removed, but reports/eval/cora/cadnet/main.csv holds 3 seeds; to drop them, delete that table first"),
-    (lambda studies: {**studies, "main": {**studies["main"], "datasets": ["citeseer"]}},
-     "studies.main: no longer holds cora/cadnet/main, but reports/eval/cora/cadnet/main.csv holds 3 seeds; "
-     "to drop them, delete that table first"),
-])
-def test_a_selection_that_would_empty_a_trained_cell_stops_at_the_check_stage(evaluated, change, message):
+@pytest.mark.parametrize("runs, key", [({"cora": 0}, "studies.main.runs.cora"), (0, "studies.main.runs")])
+def test_no_runs_for_a_trained_cell_stops_at_the_check_stage(evaluated, runs, key):
     """Before DVC deletes any output and train rewrites the table empty; deleting the table
     first is how results are dropped on purpose."""
     studies = read_params(evaluated)["studies"]
-    update_params(evaluated, studies=change(studies))
+    update_params(evaluated, studies={**studies, "main": {**studies["main"], "runs": runs}})
     before = {path: path.read_bytes() for path in (evaluated / "reports").rglob("*") if path.is_file()}
     with pytest.raises(config.ConfigError) as info:
         check.main([])
-    assert str(info.value) == message
+    assert str(info.value) == (f"{key}: 0 for cora/cadnet/main, but reports/eval/cora/cadnet/main.csv holds 3 seeds, "
+                               "which train would drop; to drop them, delete that table first")
     assert {path: path.read_bytes() for path in (evaluated / "reports").rglob("*") if path.is_file()} == before
     (evaluated / "reports/eval/cora/cadnet/main.csv").unlink()
     check.main([])
@@ -396,3 +385,35 @@ def test_the_plan_leads_with_what_trains_now_and_a_spec_moved_back_is_not_listed
     lines = capsys.readouterr().err.splitlines()
     assert lines[:2] == ["`dvc repro` trains nothing now: every cell's tables were written under its spec",
                          "1 cells' specs are back to those their tables were written from: nothing to train for them"]
+
+
+@pytest.mark.parametrize("change, message", [({"beta": 2}, "beta: got 2; allowed values: a number in [0, 1]"),
+                                             ({"runs": "abc"}, "runs: got 'abc'"),
+                                             ({"method_hparams.gat.heads": 0}, "method_hparams.gat.heads: got 0")])
+def test_a_bad_value_is_named_before_torch_is_loaded(workdir, change, message):
+    """Validation reads the registry's entries and schemas (pipeline/models/methods.py), not the
+    networks: the stage's one line comes without loading torch or PyG, which on a loaded machine
+    took most of a minute."""
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+
+    params = read_params(workdir)
+    for key, value in change.items():
+        *path, last = key.split(".")
+        block = params
+        for part in path:
+            block = block[part]
+        block[last] = value
+    write_params(workdir, params)
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print('loaded:', [m for m in ('torch', 'torch_geometric') if m in sys.modules],"
+              " file=sys.stderr))\n"
+              "from pipeline import check, config\n"
+              "config.run_main(check.main, [])\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=workdir, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert proc.returncode == 1, proc.stderr
+    error, loaded = proc.stderr.splitlines()
+    assert error.startswith(f"error: {message}") and loaded == "loaded: []", proc.stderr

@@ -207,7 +207,7 @@ def test_unknown_dataset_command_line(tmp_path):
     env.pop(download.MIRROR_ENV, None)
     result = subprocess.run(
         [sys.executable, "-m", "pipeline.download", "nosuch"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

@@ -49,7 +49,7 @@ def test_disagreements_are_what_is_not_a_missing_raw_file_or_graph():
 
 def test_the_committed_lock_records_the_committed_code_params_and_reports():
     proc = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+                          text=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = disagreements(json.loads(proc.stdout))
     listed = "; ".join(f"{stage}: {', '.join(changes)}" for stage, changes in sorted(found.items())[:5])
@@ -61,7 +61,7 @@ def test_the_lock_holds_the_stages_of_dvc_yaml_and_no_others():
     """DVC keeps the entry of a stage that left dvc.yaml (a method moved to another study, say);
     such an entry records nothing that runs, so the lock is kept free of them."""
     proc = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+                          capture_output=True, text=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     recorded = set(yaml.safe_load((PROJECT_ROOT / "dvc.lock").read_text())["stages"])
     stale = sorted(recorded - set(proc.stdout.split()))

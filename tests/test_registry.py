@@ -44,7 +44,7 @@ def test_a_cells_code_identity_is_its_entrys_version_not_where_its_builder_lives
 
     cell = spec.config.Cell("main", "cora", "cadnet")
     before = spec.cell_spec(SHIPPED_PARAMS, cell)
-    moved = replace(REGISTRY["cadnet"], build=lambda *args: REGISTRY["cadnet"].build(*args))
+    moved = replace(REGISTRY["cadnet"], builder=lambda *args: REGISTRY["cadnet"].build(*args))
     monkeypatch.setitem(REGISTRY, "cadnet", moved)
     assert spec.cell_spec(SHIPPED_PARAMS, cell) == before
     monkeypatch.setitem(REGISTRY, "cadnet", replace(moved, version=2))
@@ -73,7 +73,7 @@ def test_mixhop_l2_is_mixhops_entry_with_the_lasso_held_at_zero():
     assert l2_only.hparams_of == "mixhop" and not mixhop.hparams_of
     assert l2_only.fixed == {**mixhop.fixed, "kernel_lasso": 0.0}
     assert l2_only.own_keys == tuple(k for k in mixhop.own_keys if k != "kernel_lasso")
-    same = ("build", "settings", "paper", "batched", "chunk_independent", "table_keys")
+    same = ("builder", "settings", "paper", "batched", "chunk_independent", "table_keys")
     assert [getattr(l2_only, f) for f in same] == [getattr(mixhop, f) for f in same]
     assert "mixhop_l2" not in BASELINES  # reported beside MixHop, not a twelfth method of Table 2
 

@@ -8,7 +8,8 @@ import torch
 
 from pipeline import train
 from pipeline.models import REGISTRY, baselines
-from pipeline.models.sparse_baselines import SPARSE_VERSIONS, FixedGraph
+from pipeline.models.methods import SPARSE_VERSIONS
+from pipeline.models.sparse_baselines import FixedGraph
 from test_adacad_batched import synthetic_graph
 from test_baselines import settings
 

@@ -110,6 +110,25 @@ def test_the_label_rates_20_is_table_2s_cell(workdir):
     assert "train_per_class=5: 70.00 vs GCN 65.00" in evidence and "train_per_class=20: 84.00 vs GCN 85.00" in evidence
 
 
+def test_the_label_rates_20_reads_not_run_when_table_2s_study_is_removed(workdir):
+    """Without the main study (its block deleted from params.yaml) the 20 a class has no cell:
+    the claim says which, rather than the report failing to find one."""
+    rates = {"label_rates": {"datasets": ["cora"], "methods": ["cadnet"], "settings": {"split": "public_subset"},
+                             "grid": {"train_per_class": [5]}}}
+    params = update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=SEEDS, variants=NO_VARIANTS,
+                           baselines=NO_VARIANTS)
+    del params["studies"]["main"]
+    params["studies"].update(rates)
+    write_params(workdir, params)
+    cell = grid_cell("label_rates", "cadnet", train_per_class=5)
+    results = studies.Results(config.load_params(), stats.collect({cell: seeds_at(70.0)}, stats.load_paper()),
+                              {cell: seeds_at(70.0)})
+    assert studies.cell_at(results.params, "label_rates", "cora", "cadnet", (("train_per_class", 20),)) == \
+        Cell("main", "cora", "cadnet")
+    assert results.summary("label_rates", "cora", "cadnet", (("train_per_class", 20),)) is None
+    assert results.summary("label_rates", "cora", "cadnet", (("train_per_class", 5),)) is not None
+
+
 RANGES = {"ranges": {"datasets": ["cora"], "methods": ["cadnet", "gcn", "sage", "jknet", "gat", "sgc", "agnn", "appnp"],
                      "grid": {"range": [2, 10]}}}
 

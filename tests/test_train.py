@@ -534,13 +534,13 @@ def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
         "def work(folder):\n"
         "    exit_with_parent(0.05)\n"
         "    open(os.path.join(folder, str(os.getpid())), 'w').close()\n"
-        "    time.sleep(120)\n"
+        "    time.sleep(900)\n"
         f"Parallel(n_jobs=2)(delayed(work)({str(tmp_path)!r}) for _ in range(2))\n")
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     parent = subprocess.Popen([sys.executable, str(script)], env=env)
     pids = lambda: [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]  # noqa: E731
     try:
-        _wait_for(lambda: len(pids()) == 2, process=parent)  # its workers sleep 120 s once started
+        _wait_for(lambda: len(pids()) == 2, process=parent)  # its workers sleep 900 s once started
     finally:
         parent.kill()
         parent.wait()
@@ -552,7 +552,8 @@ def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
             return False
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie is gone already
 
-    _wait_for(lambda: not any(alive(pid) for pid in pids()), 30)
+    # they notice within 0.05 s; 300 s, well inside their sleep, only a stalled machine reaches
+    _wait_for(lambda: not any(alive(pid) for pid in pids()), 300)
 
 
 @pytest.mark.parametrize("replace_with, fragment", [

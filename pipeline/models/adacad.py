@@ -28,7 +28,6 @@ from torch_geometric.nn.inits import glorot
 from torch_geometric.transforms import GDC
 from torch_geometric.utils import degree, remove_self_loops, scatter, softmax
 
-from pipeline.models.registry import integer, number, register, setting
 from pipeline.models.seeds import NetOutput, PerReplica
 
 ENTROPY_EPS = 1e-15  # as in the authors' code: keeps log() finite for p = 0
@@ -466,38 +465,7 @@ class BoundNet(torch.nn.Module):
 
 # ---------------------------------------------------------------------------- the registry
 
-# The three parts of AdaCAD's operator (:class:`AdaCAD`) as CAD-Net has them.
-ADACAD = {"transition": "cad", "propagation": "steps", "weighting": "adaptive"}
-# The settings whose value may differ between the replicas of one batch (the batched network's
-# ``per_replica``): they change no parameter's shape, only a scalar of the forward pass.
-REPLICA_SETTINGS = ("beta", "lambda_ent", "p_drop")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PPRSettings:
-    """Table 3's PPR: GDC's personalised-PageRank closed form, top-k sparsified."""
-
-    ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
-    diffusion_topk: int = setting(integer(1))
-
-
-@dataclass(frozen=True, kw_only=True)
-class HeatSettings:
-    """Table 3's HK: GDC's heat-kernel closed form, top-k sparsified."""
-
-    heat_t: float = setting(number(0, math.inf, low_open=True))
-    diffusion_topk: int = setting(integer(1))
-
-
-@dataclass(frozen=True, kw_only=True)
-class GATTransitionSettings:
-    """Table 3's GAT+RW: GAT's attention as the transition."""
-
-    attention_slope: float = setting(number(0, math.inf))
-
-
-# CAD-Net as the authors' code runs it (diffusion (T^T)^K Z): reproduces Table 2
-@register("cadnet", fixed=ADACAD, label="CAD-Net (AdaCAD)", range_key="K", replica_settings=REPLICA_SETTINGS)
+# CAD-Net and its variants' builder (their entries: :mod:`pipeline.models.methods`)
 def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool,
                  per_replica: dict[str, list[float]] | None = None) -> torch.nn.Module:
     """Registry builder of CAD-Net and its Table 3 variants: seed s starts from the weights a
@@ -521,11 +489,6 @@ def build_cadnet(graph: dict, hp: dict, seeds: list[int], batched: bool,
     return BoundNet(models[0], graph["x"], edge_graph)
 
 
-def variant(name: str, **entry) -> None:
-    """Registers ``name``: CAD-Net's network with the aggregation's parts that ``entry`` fixes."""
-    register(name, replica_settings=REPLICA_SETTINGS, **entry)(build_cadnet)
-
-
 def _cached(graph: dict, key, compute):
     """Work that depends only on the graph and the settings (GDC's diffusion: 90 s on PubMed),
     done once per train stage rather than once per chunk."""
@@ -533,28 +496,3 @@ def _cached(graph: dict, key, compute):
     if key not in cache:
         cache[key] = compute()
     return cache[key]
-
-
-# The paper's Eq. (6) direction, T^K Z, reported beside CAD-Net
-variant("cadnet_pull", fixed={**ADACAD, "direction": "pull"}, label="CAD-Net, Eq. 6 direction")
-# Table 3: only the aggregation changes inside the same network and hyperparameters
-variant("rw", fixed={"transition": "rw", "propagation": "steps", "weighting": "none"}, paper=("table3", "rw"),
-        label="RW")
-# RW diffusing as the paper's Eq. (6) does, Z <- T Z (the rows above diffuse as CAD-Net's code
-# does, Z <- T^T Z); the paper's Table 3 does not say which its RW used
-variant("rw_pull", fixed={"transition": "rw", "propagation": "steps", "weighting": "none", "direction": "pull"},
-        paper=("table3", "rw"), label="RW, Eq. 6 direction")
-variant("symna", fixed={"transition": "symna", "propagation": "steps", "weighting": "none"},
-        paper=("table3", "symna"), label="symNA")
-variant("ppr", fixed={"transition": "symna", "propagation": "ppr", "weighting": "none"}, settings=PPRSettings,
-        paper=("table3", "ppr"), label="PPR")
-variant("hk", fixed={"transition": "symna", "propagation": "heat", "weighting": "none"}, settings=HeatSettings,
-        paper=("table3", "hk"), label="HK")
-variant("gat_rw", fixed={"transition": "gat", "propagation": "steps", "weighting": "none"},
-        settings=GATTransitionSettings, paper=("table3", "gat_rw"), label="GAT+RW")
-variant("tf_rw", fixed={"transition": "tf", "propagation": "steps", "weighting": "none"}, paper=("table3", "tf_rw"),
-        label="TF+RW")
-variant("cad", fixed={**ADACAD, "beta": 1.0}, paper=("table3", "cad"), label="CAD")
-# appendix B.3: CAD-Net trained without the entropy regulariser
-variant("cadnet_noent", fixed={**ADACAD, "lambda_ent": 0.0}, paper=("tableB3", "cadnet_noent"),
-        label="CAD-Net w/o entropy")

@@ -31,10 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline.models.adacad import REPLICA_SETTINGS, AdaCAD, CADNet, adaptive_weight, transition_from_similarity
+from pipeline.models.adacad import AdaCAD, CADNet, adaptive_weight, transition_from_similarity
+from pipeline.models.methods import REPLICA_SETTINGS
 from pipeline.models.seeds import NetOutput, PerReplica, SeedStreams, StackedSeeds, dropout
 
-BYTES_PER_FLOAT = 4
 # CSR products are what this module is built on; torch's "beta" notice would repeat every run.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
@@ -356,30 +356,3 @@ class BatchedCADNet(StackedSeeds):
         self_term = self._dropout(logits, "logits")
         z, node_entropy, gamma = self.aggregate(logits, self_term, self.graph)
         return NetOutput(F.log_softmax(z, dim=-1), self.lambda_ent * node_entropy.mean(0), gamma)
-
-
-
-def estimate_peak_bytes(nodes: int, directed_edges: int, features: int, feature_nnz: int,
-                        classes: int, hidden: int, K: int, seeds: int) -> int:
-    """Rough peak memory (bytes) of one training step of a chunk of ``seeds`` seeds.
-
-    Counted, float32 values and int64 indices:
-    - the stacked parameters with their gradient and three Adam(amsgrad) states;
-    - :class:`StackedSparseFeatures`: per stored feature and seed, two indices in each of the
-      two layouts' orders, the dropout draw's index, the value, its draw and its dropped copy
-      (48 bytes);
-    - the MLP: about four ``[N, S, H]`` tensors (first-layer output, bias sum, activation and
-      what autograd keeps) and a few ``[N, S, C]`` ones;
-    - :class:`BlockDiagonalGraph`: per edge and seed, row, column and order of both CSR
-      layouts and the map between them (56 bytes), and about six per-edge values
-      (similarity, transition, softmax temporaries, gradients);
-    - the diffusion: the K steps' inputs kept for the backward pass, and the side-by-side
-      copies of inputs and gradients for the sampled product.
-    """
-    S, f = seeds, BYTES_PER_FLOAT
-    params = 5 * f * (features * hidden + hidden + hidden * classes + classes) * S
-    feature_layout = 48 * feature_nnz * S
-    mlp = f * nodes * S * (4 * hidden + 8 * classes)
-    graph = (56 + 6 * f) * directed_edges * S
-    diffusion = 3 * f * K * nodes * S * classes
-    return params + feature_layout + mlp + graph + diffusion

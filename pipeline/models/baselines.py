@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -37,161 +36,38 @@ from torch_geometric.transforms import GDC
 from torch_geometric.utils import dropout_edge, remove_self_loops, scatter
 
 from pipeline.errors import ConfigError
-from pipeline.models.registry import (REGISTRY, choice, from_settings, integer, number, register, register_as,
-                                      setting)
+from pipeline.models import methods
+from pipeline.models.methods import (AGNNSettings, APPNPSettings, ChebSettings, GATSettings, GCNSettings,
+                                     GDCSettings, JKSettings, Layered, MixHopSettings, SGCSettings, UNetSettings,
+                                     independent_of_chunk)
+from pipeline.models.registry import REGISTRY, from_settings
 from pipeline.models.seeds import NetOutput, StackedSeeds
-from pipeline.models.sparse_baselines import IMPLEMENTATIONS, PRODUCT_ORDERS, SPARSE_VERSIONS, build_sparse
+from pipeline.models.sparse_baselines import build_sparse
 
 # MixHop's sparse products (CSR) say so once per process: known
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-
-# ---------------------------------------------------------------------------- settings
-
-# The keys of CAD-Net's table (params.yaml hparams.<dataset>) a baseline reads: the protocol
-# (graph, features, split, no lr drop); its model and training settings are its own.
-PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class", "val_per_class", "lr_drop_every",
-                 "lr_drop_factor")
-
-
-# MixHop's widths: one per power 0, 1, 2 (0 leaves the power out)
-WIDTHS_PER_POWER = (lambda v: isinstance(v, list) and len(v) == 3 and sum(v) > 0
-                    and all(isinstance(w, int) and not isinstance(w, bool) and w >= 0 for w in v),
-                    "3 integers >= 0 (powers 0, 1, 2), not all 0")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Training:
-    """What every baseline's block (params.yaml ``method_hparams.<name>``) sets for the loop;
-    the values each must keep are those of CAD-Net's table."""
-
-    lr: float = setting()
-    weight_decay: float = setting()
-    epochs: int = setting()
-    early_stop_window: int = setting()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Hidden(Training):
-    """A network with one hidden width and one dropout probability."""
-
-    hidden: int = setting()
-    p_drop: float = setting()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Sparse:
-    """A network linear in its neighbours, which also has the sparse batched implementation
-    (:mod:`pipeline.models.sparse_baselines`). ``vmap``, the default, is the one its cells
-    without the key were trained with: its seeds share their chunk's dropout stream."""
-
-    implementation: str = setting(choice(*IMPLEMENTATIONS), default="vmap")
-
-
-def independent_of_chunk(hp: dict) -> bool:
-    """Whether a baseline cell's seeds draw their dropout from streams of their own."""
-    return hp.get("implementation", "vmap") == "sparse"
-
-
-def network_version(name: str, hp: dict) -> int:
-    """The version of baseline ``name``'s network in the implementation ``hp`` selects: the
-    vmapped PyG network's is 1, the sparse network's its entry of ``SPARSE_VERSIONS``."""
-    return SPARSE_VERSIONS[name] if independent_of_chunk(hp) else 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class Layered(Hidden):
-    """A stack of graph layers; the ranges study (Tables B.12-B.14) sets how many, Table 2's two
-    where params.yaml does not."""
-
-    layers: int = setting(integer(1, 64), default=2)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChebSettings(Hidden):
-    K: int = setting()  # the Chebyshev filter size (PyG's ChebConv K)
-
-
-@dataclass(frozen=True, kw_only=True)
-class JKSettings(Hidden):
-    layers: int = setting(integer(1, 64))
-
-
-@dataclass(frozen=True, kw_only=True)
-class MixHopSettings(Training):
-    """MixHop as its authors' code builds and trains it."""
-
-    p_drop: float = setting()
-    input_drop: float = setting(number(0, 1, high_open=True))
-    hidden_per_power: list = setting(WIDTHS_PER_POWER)
-    output_per_power: list = setting(WIDTHS_PER_POWER)
-    kernel_l2: float = setting(number(0, 1))
-    kernel_lasso: float = setting(number(0, 1))
-    optimizer: str = setting(choice("adam", "sgd"))
-    lr_decrement_every: int = setting(integer(1))
-    lr_decrement: float = setting(number(0, 1, high_open=True))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SGCSettings(Sparse, Training):
-    K: int = setting()
-    # the sparse network's order of products (same function, other rounding): propagated_first,
-    # A^K X once then one dense product a step; weights_first, the sparse features times the
-    # weights then K sparse propagations a step, cheaper where every node is read and the
-    # features are many (docs/notes.md, "The sparse implementation")
-    product_order: str = setting(choice(*PRODUCT_ORDERS), default="propagated_first")
-
-
-@dataclass(frozen=True, kw_only=True)
-class GCNSettings(Sparse, Layered):
-    """GCN: :class:`Layered`, and its sparse implementation."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class AGNNSettings(Hidden):
-    prop_layers: int = setting(integer(1, 64), default=2)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GATSettings(Layered):
-    heads: int = setting(integer(1))
-    output_heads: int = setting(integer(1))
-
-
-@dataclass(frozen=True, kw_only=True)
-class UNetSettings(Hidden):
-    depth: int = setting(integer(1, 16))
-    edge_drop: float = setting(number(0, 1, high_open=True))
-
-
-@dataclass(frozen=True, kw_only=True)
-class APPNPSettings(Sparse, Hidden):
-    K: int = setting()
-    ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
-
-
-@dataclass(frozen=True, kw_only=True)
-class GDCSettings(Sparse, Hidden):
-    ppr_alpha: float = setting(number(0, 1, low_open=True, high_open=True))
-    diffusion_topk: int = setting(integer(1))
-
 
 # ---------------------------------------------------------------------------- registration
 
 NETWORKS: dict[str, type] = {}  # baseline name -> its one-seed network (in_features, classes, settings, nodes)
 
 
+def network(name: str):
+    """Decorator: the one-seed network of the baseline ``name`` whose entry
+    :mod:`pipeline.models.methods` declares, ``(in_features, classes, settings, num_nodes) -> module``."""
+    def add(build):
+        NETWORKS[name] = build
+        return build
+    return add
+
+
 def baseline(name: str, label: str, settings: type, batched: bool = True, range_key: str = ""):
-    """Decorator: registers the decorated network as the baseline ``name`` of Table 2, built by
-    :func:`build_baseline` with its settings from ``method_hparams.<name>``; a network with the
-    sparse implementation (its settings are :class:`Sparse`) is independent of its chunk there."""
-    def add(network):
-        NETWORKS[name] = network
-        register(name, fixed={"baseline": name, "lr_drop_every": 0}, settings=settings, paper=("table2", name),
-                 batched=batched, label=label,
-                 chunk_independent=independent_of_chunk if issubclass(settings, Sparse) else False,
-                 version=partial(network_version, name) if issubclass(settings, Sparse) else 1,
-                 table_keys=PROTOCOL_KEYS, range_key=range_key)(build_baseline)
-        return network
+    """Decorator: a baseline added in a file of its own, network and entry in one (the README's
+    MLP): registers ``name`` as :func:`pipeline.models.methods.baseline` does, with the
+    decorated network."""
+    def add(build):
+        methods.baseline(name, label, settings, batched, range_key)
+        return network(name)(build)
     return add
 
 
@@ -332,22 +208,22 @@ def layer_widths(in_features: int, classes: int, hidden: int, layers: int) -> li
     return list(zip(sizes[:-1], sizes[1:]))
 
 
-@baseline("cheb", "Cheby", ChebSettings, range_key="K")
+@network("cheb")
 def cheb(in_features: int, classes: int, cfg: ChebSettings, num_nodes: int) -> ConvStack:
     return ConvStack([ChebConv(a, b, cfg.K) for a, b in layer_widths(in_features, classes, cfg.hidden, 2)], cfg.p_drop)
 
 
-@baseline("gcn", "GCN", GCNSettings, range_key="layers")
+@network("gcn")
 def gcn(in_features: int, classes: int, cfg: GCNSettings, num_nodes: int) -> ConvStack:
     return ConvStack([GCNConv(a, b) for a, b in layer_widths(in_features, classes, cfg.hidden, cfg.layers)], cfg.p_drop)
 
 
-@baseline("sage", "SAGE", Layered, range_key="layers")
+@network("sage")
 def sage(in_features: int, classes: int, cfg: Layered, num_nodes: int) -> ConvStack:
     return ConvStack([SAGEConv(a, b) for a, b in layer_widths(in_features, classes, cfg.hidden, cfg.layers)], cfg.p_drop)
 
 
-@baseline("jknet", "JK", JKSettings, range_key="layers")
+@network("jknet")
 class JKNet(torch.nn.Module):
     """JK-Net (Xu et al. 2018): ``layers`` GCN layers, their outputs concatenated
     (JumpingKnowledge "cat"), then a linear classifier."""
@@ -546,7 +422,7 @@ def dropped_normalised(rows: Tensor, num_nodes: int, p: float, training: bool) -
     return kept / norms[rows]
 
 
-@baseline("mixhop", "MixHop", MixHopSettings)
+@network("mixhop")
 class MixHop(torch.nn.Module):
     """MixHop as its authors' code runs it on the citation datasets (samihaija/mixhop,
     mixhop_trainer.py with train_<dataset>.sh): binary features, dropout and rows L2-normalised;
@@ -600,7 +476,7 @@ class MixHop(torch.nn.Module):
         return self.kernel_l2 * l2 + self.kernel_lasso * lasso + self.Q_PENALTY * params["q"].pow(2).mean()
 
 
-@baseline("sgc", "SGC", SGCSettings, range_key="K")
+@network("sgc")
 class SGC(torch.nn.Module):
     """PyG benchmark/citation sgc.py: one SGConv (K propagation steps, then a linear map),
     cached as there: the propagated features do not depend on the weights."""
@@ -616,7 +492,7 @@ class SGC(torch.nn.Module):
 
 # AGNNConv's attention softmax does not run under torch.func.vmap (PyG 2.8.1's scatter broadcast
 # fails on a batched 1-D alpha): seed by seed
-@baseline("agnn", "AGNN", AGNNSettings, batched=False, range_key="prop_layers")
+@network("agnn")
 class AGNN(torch.nn.Module):
     """PyG examples/agnn.py: dropout, Linear, ReLU, AGNNConv (fixed), AGNNConv (learned),
     dropout, Linear. With ``prop_layers`` r (the ranges study), r propagation layers: the first
@@ -639,7 +515,7 @@ class AGNN(torch.nn.Module):
         return self.lin2(x)
 
 
-@baseline("gat", "GAT", GATSettings, range_key="layers")
+@network("gat")
 class GAT(torch.nn.Module):
     """PyG benchmark/citation gat.py: dropout, GATConv (8 heads), ELU, dropout, GATConv. With
     ``layers`` r (the ranges study), r - 2 more GATConv layers of the same heads and width
@@ -662,7 +538,7 @@ class GAT(torch.nn.Module):
 
 
 # top-k pooling keeps a different node set per seed: no stacked form
-@baseline("graph_unet", "U-Nets", UNetSettings, batched=False)
+@network("graph_unet")
 class UNet(torch.nn.Module):
     """PyG examples/graph_unet.py: edge dropout, feature dropout, GraphUNet (depth 3, pooling
     ratios 2000/N then 0.5)."""
@@ -679,7 +555,7 @@ class UNet(torch.nn.Module):
         return self.unet(x, edge_index)
 
 
-@baseline("appnp", "APPNP", APPNPSettings, range_key="K")
+@network("appnp")
 class APPNPNet(torch.nn.Module):
     """PyG benchmark/citation appnp.py: dropout, Linear, ReLU, dropout, Linear, APPNP(K, alpha)."""
 
@@ -697,15 +573,8 @@ class APPNPNet(torch.nn.Module):
         return self.prop(self.lin2(x), edge_index)
 
 
-@baseline("gdc", "GDC", GDCSettings)
+@network("gdc")
 def gdc(in_features: int, classes: int, cfg: GDCSettings, num_nodes: int) -> ConvStack:
     """GCN on GDC's weighted graph (:func:`baseline_inputs`), already normalised by the transform."""
     widths = layer_widths(in_features, classes, cfg.hidden, 2)
     return ConvStack([GCNConv(a, b, normalize=False) for a, b in widths], cfg.p_drop)
-
-
-# MixHop as its authors' scripts were tuned: their train_<dataset>.sh (May 2019) ran a trainer
-# whose kernels carried L2 alone (keras l2(l2reg)); the per-unit lasso came with their NGCN code
-# (June 2019), as CombinedRegularizer(l2reg, l2reg), while the new --lasso_reg flag (default 0)
-# went unused. `mixhop` runs the code as it stands; this entry the code the scripts were run with.
-register_as("mixhop", "mixhop_l2", "MixHop, L2 only (May 2019 code)", {"kernel_lasso": 0.0})

@@ -19,6 +19,7 @@ imports no torch.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Callable
@@ -82,8 +83,9 @@ def from_settings(schema: type, hp: dict):
 @dataclass(frozen=True)
 class Method:
     name: str
-    # (graph, hp, seeds, batched[, per_replica]) -> the network of ``seeds``; ``hp`` the cell's settings
-    build: Callable
+    # "module:function" (or the function): (graph, hp, seeds, batched[, per_replica]) -> the
+    # network of ``seeds``, ``hp`` the cell's settings; its module is imported on the first build
+    builder: str | Callable
     fixed: dict = field(default_factory=dict)  # hyperparameters that define the method
     settings: type | None = None  # its own keys' schema (a dataclass of :func:`setting` fields)
     paper: tuple[str, str] = ("table2", "cadnet")  # its row in paper_results.yaml
@@ -120,6 +122,14 @@ class Method:
         return tuple(f.name for f in dataclasses.fields(self.settings) if f.name not in self.fixed
                      and ((f.default is not MISSING) == with_default))
 
+    def build(self, *args, **kwargs):
+        """The network of a cell's seeds (:attr:`builder`'s arguments)."""
+        builder = self.builder
+        if isinstance(builder, str):
+            module, function = builder.split(":")
+            builder = getattr(importlib.import_module(module), function)
+        return builder(*args, **kwargs)
+
     def version_for(self, hp: dict) -> int:
         """The version of what its network computes for a cell with settings ``hp``."""
         return self.version(hp) if callable(self.version) else self.version
@@ -142,15 +152,18 @@ class Method:
 REGISTRY: dict[str, Method] = {}
 
 
-def register(name: str, **entry) -> Callable:
-    """Decorator: registers the decorated builder as method ``name`` (``entry``: the other
-    fields of :class:`Method`)."""
-    def add(build: Callable) -> Callable:
-        if name in REGISTRY:
-            raise ValueError(f"method {name!r} is registered twice")
-        REGISTRY[name] = Method(name, build, **entry)
-        return build
-    return add
+def register(name: str, builder: str | Callable | None = None, **entry):
+    """Registers method ``name``, built by ``builder`` (``entry``: the other fields of
+    :class:`Method`). Without a builder, a decorator that registers the function it decorates:
+    ``@register("mymethod", label=...)`` above the builder, in the method's own file."""
+    if builder is None:
+        def add(build: Callable) -> Callable:
+            register(name, build, **entry)
+            return build
+        return add
+    if name in REGISTRY:
+        raise ValueError(f"method {name!r} is registered twice")
+    REGISTRY[name] = Method(name, builder, **entry)
 
 
 def register_as(base: str, name: str, label: str, fixed: dict, **entry) -> None:

@@ -29,15 +29,8 @@ from torch import Tensor
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from pipeline.models.adacad_batched import StackedSparseFeatures
+from pipeline.models.methods import PRODUCT_ORDERS
 from pipeline.models.seeds import NetOutput, SeedStreams, StackedSeeds, dropout
-
-IMPLEMENTATIONS = ("vmap", "sparse")
-# The version of each sparse network (pipeline.engine.spec; the vmapped one is version 1): bump
-# it when a change moves that network's numbers. SGC 2: the propagated features computed once.
-SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1}
-# SGC's orders of products (its ``product_order`` setting; :class:`SparseSGC`)
-PRODUCT_ORDERS = ("propagated_first", "weights_first")
-
 
 class FixedGraph:
     r"""A fixed propagation matrix :math:`M` with :math:`M_{ij} = w_{j \to i}`: PyG's message

@@ -106,13 +106,6 @@ def table_paths(dataset: str, method: str, name: str, root: Path = EVAL_ROOT) ->
             "epochs": folder / f"{name}_epochs.csv"}
 
 
-def cells_with_tables(dataset: str, method: str, root: Path = EVAL_ROOT) -> list[str]:
-    """The names of the cells whose per-seed table the family's folder holds (``main``, not
-    ``main_gamma``, which describes it)."""
-    return sorted(path.stem for path in family_tables(dataset, method, root).glob("*.csv")
-                  if not path.stem.endswith(("_gamma", "_epochs")))
-
-
 def read_written(dataset: str, method: str) -> dict[str, dict]:
     """Of each cell whose tables the family's folder holds, what they were written from: the hash
     of the cell's spec (:func:`pipeline.engine.spec.spec_hash`) and the checksum of the tables as
