@@ -76,3 +76,10 @@ def save_torch(obj, path: Path) -> None:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     write_atomic(path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
+
+
+def load_torch(path: Path):
+    """What :func:`save_torch` (or ``torch.save``) wrote, any object (a seed's record)."""
+    import torch  # here, as in save_torch
+
+    return torch.load(path, weights_only=False)

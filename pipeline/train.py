@@ -42,7 +42,7 @@ from pipeline import config, progress
 from pipeline.engine import plan
 from pipeline.engine.memory import estimate_peak_bytes, graph_sizes, peak_bytes  # noqa: F401  (tests reach them here)
 from pipeline.check import resolve_device_name
-from pipeline.files import meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
+from pipeline.files import load_torch, meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
 from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, run_dir, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
 from pipeline.engine.loop import (Replica, TrainingError, settings_free_within_a_batch, train_chunk, train_replicas,
@@ -88,10 +88,6 @@ def load_cell_graph(dataset: str, rule=None) -> dict:
     return graph
 
 
-def load_seed(path: Path) -> dict:
-    return torch.load(path, weights_only=False)
-
-
 def seed_number(path: Path) -> int | None:
     match = SEED_FILE.fullmatch(path.name)
     return int(match.group(1)) if match else None
@@ -100,7 +96,7 @@ def seed_number(path: Path) -> int | None:
 def read_seed(path: Path) -> dict | None:
     """The record in a seed file, or None where it cannot be read (as good as missing)."""
     try:
-        record = load_seed(path)
+        record = load_torch(path)
     except Exception:
         return None
     return record if isinstance(record, dict) else None
