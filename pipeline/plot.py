@@ -199,8 +199,9 @@ def study_curves(results: studies.Results, study: str, dataset: str) -> dict[str
         for point in studies.points(results.params, study):
             m = results.summary(study, dataset, method, point)
             if m is not None and key in dict(point):
-                rows.append({"value": dict(point)[key], "test_acc": m["test_acc"]["mean"],
-                             "std": m["test_acc"]["std"], "runs": m["runs"]})
+                # data DVC draws (the figure's text formats its own): three decimals are plenty
+                rows.append({"value": dict(point)[key], "test_acc": round(m["test_acc"]["mean"], 3),
+                             "std": round(m["test_acc"]["std"], 3), "runs": m["runs"]})
         if rows:
             curves[method] = pd.DataFrame(rows)
     return curves

@@ -368,3 +368,12 @@ def test_the_label_rate_and_random_split_studies_sit_beside_the_papers_tables(ev
     assert (f"| CAD-Net (AdaCAD) | 72.00 ± 2.83 (2 seeds) / 76.7 ± 1.2 | "
             f"{FAKE_MEAN:.2f} ± {FAKE_STD:.2f} (3 seeds) / 84.3 ± 0.5 |") in results
     assert "## Random splits (Table 4)" in results and "| method | cora |\n|---|---|\n| CAD-Net (AdaCAD) | not run / 82.4 ± 1.4 |" in results
+
+
+def test_a_printed_value_is_rounded_once():
+    """Seeds 75.44 and 79.35: the std is 2.7648 and prints 2.76; rounded to three decimals
+    first (2.765) it printed 2.77, as ten stds of results.md did."""
+    from pipeline.report.summary import fmt_acc, method_metrics
+
+    m = method_metrics(pd.DataFrame({"seed": [0, 1], "test_acc": [0.7544, 0.7935]}), None)
+    assert fmt_acc(m).endswith(" ± 2.76")
