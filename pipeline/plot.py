@@ -207,14 +207,27 @@ def study_curves(results: studies.Results, study: str, dataset: str) -> dict[str
     return curves
 
 
-def study_figure(results: studies.Results, study: str):
+def method_style(method: str) -> tuple[str, str]:
+    """(colour, marker) of a method, the same in every figure: CAD-Net black; the baselines of
+    Table 2 each a hue of tab10 in the paper's order (the eleventh with another marker); any
+    other method a light tab20 shade."""
+    if method == "cadnet":
+        return "black", "o"
+    if method in BASELINES:
+        i = BASELINES.index(method)
+        return plt.get_cmap("tab10")(i % 10), "os"[i // 10 % 2]
+    return plt.get_cmap("tab20")((2 * list(REGISTRY).index(method) + 1) % 20), "^"
+
+
+def study_figure(results: studies.Results, study: str, paper: dict | None = None):
     """The paper's figure of one study: a panel per dataset, a line per method that ran, ± one
-    std as a band; seeds below 100 in the legend."""
+    std as a band, each method in its own colour in every figure; the paper's numbers (Tables
+    B.9-B.14, where ``paper`` has the study) as hollow markers of the same colour; seeds below
+    100 in the panel."""
     name, xlabel, key, log_x = STUDY_FIGURES[study]
     datasets = studies.study_datasets(results.params, study)
     grid = sorted({dict(point)[key] for point in studies.points(results.params, study) if key in dict(point)})
-    methods = studies.study_methods(results.params, study)
-    colours = plt.get_cmap("tab20")
+    theirs = (paper or {}).get(study, {})
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
     legend = {}
     for ax, dataset in zip(axes[0], datasets):
@@ -222,9 +235,14 @@ def study_figure(results: studies.Results, study: str):
         short = []  # methods here with fewer than 100 seeds in a cell, said in the panel
         for method, curve in curves.items():
             label = REGISTRY[method].label.replace(" (AdaCAD)", "")
-            colour = "black" if method == "cadnet" else colours(methods.index(method) % 20)
-            legend.setdefault(label, ax.plot(curve["value"], curve["test_acc"], "o-", ms=3, color=colour,
+            colour, marker = method_style(method)
+            legend.setdefault(label, ax.plot(curve["value"], curve["test_acc"], f"{marker}-", ms=3, color=colour,
                                              lw=2 if method == "cadnet" else 1.1, label=label)[0])
+            published = (theirs.get(dataset) or {}).get(method) or {}
+            if published:
+                values = sorted(v for v in published if v in grid)
+                legend.setdefault("the paper's (hollow)", ax.plot(
+                    values, [published[v][0] for v in values], marker, ms=5, mfc="none", color=colour, lw=0)[0])
             ax.fill_between(curve["value"], curve["test_acc"] - curve["std"], curve["test_acc"] + curve["std"],
                             color=colour, alpha=0.15, lw=0)
             if curve["runs"].min() < 100:
@@ -323,7 +341,7 @@ def main(argv: list[str]) -> None:
         drawn = {f"{study}_{dataset}_{method}": curve for dataset in studies.study_datasets(params, study)
                  for method, curve in study_curves(results, study, dataset).items()}
         if drawn:  # a study none of whose cells ran has no figure
-            save(f"figure{STUDY_FIGURES[study][0].split()[1].replace('.', '')}_{study}", study_figure(results, study))
+            save(f"figure{STUDY_FIGURES[study][0].split()[1].replace('.', '')}_{study}", study_figure(results, study, paper))
         curves.update(drawn)
     # git keeps no empty folder, and a clone must hold this DVC output: a table with no rows
     write_tables("studies", curves or {"no_study_ran": pd.DataFrame(columns=["value", "test_acc", "std", "runs"])})

@@ -304,3 +304,47 @@ def test_a_main_cell_set_to_no_runs_is_drawn_as_not_run(cora_workdir):
     plot.main([])
     for name in FIGURES:
         assert_png(cora_workdir / "reports/figures" / f"cora_{name}.png")
+
+
+def test_a_method_keeps_its_colour_across_figures_and_the_papers_points_are_drawn(evaluated, monkeypatch):
+    """GCN in Figure 2 (label rates, the study lists it first) and in Figure 3 (ranges, it comes
+    after others): one colour, its own; the paper's Table B.10 (label rates) and B.13 (ranges)
+    numbers as hollow markers of that colour at their settings."""
+    from conftest import fake_record, read_params, write_params
+    from pipeline import train
+
+    params = read_params(evaluated)
+    params["methods"] = ["cadnet", "gcn", "sgc"]
+    params["studies"]["label_rates"] = {"datasets": ["cora"], "methods": ["gcn", "cadnet"], "runs": 2,
+                                        "settings": {"split": "public_subset"}, "grid": {"train_per_class": [5]}}
+    params["studies"]["ranges"] = {"datasets": ["cora"], "methods": ["sgc", "gcn"], "runs": 2, "grid": {"range": [2]}}
+    write_params(evaluated, params)
+    for method, name in (("gcn", "label_rates-train_per_class=5"), ("cadnet", "label_rates-train_per_class=5"),
+                         ("sgc", "ranges-range=2"), ("gcn", "ranges-range=2")):
+        train.write_tables("cora", method, name, [fake_record(0, 0.70), fake_record(1, 0.74)])
+    write_tables_of_fake_seeds(evaluated)
+    from pipeline import evaluate
+
+    for method in ("gcn", "sgc"):
+        evaluate.main(["cora", method])
+    drawn = {}
+    real_save = plot.save_figure
+    monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.setdefault(name, fig), real_save(folder, name, fig))[1])
+    monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)
+    plot.main([])
+    paper = plot.load_paper()
+
+    def gcn_lines(figure):
+        (ax,) = figure.axes
+        colour = plot.method_style("gcn")[0]
+        lines = [line for line in ax.get_lines() if matplotlib.colors.same_color(line.get_color(), colour)]
+        return {line.get_markerfacecolor() == "none": line for line in lines}
+
+    rates, ranges = gcn_lines(drawn["figure2_label_rates"]), gcn_lines(drawn["figure3_ranges"])
+    assert set(rates) == set(ranges) == {False, True}  # ours and the paper's, in GCN's colour in both figures
+    assert plot.method_style("gcn") != plot.method_style("sgc")
+    published = paper["label_rates"]["cora"]["gcn"]  # at 5, and at 20 (Table 2's point), whether or not ours ran
+    assert list(rates[True].get_xdata()) == [5, 20] and list(rates[True].get_ydata()) == [published[5][0], published[20][0]]
+    assert list(ranges[True].get_ydata()) == [paper["ranges"]["cora"]["gcn"][2][0]]
+    assert "the paper's (hollow)" in [t.get_text() for t in drawn["figure2_label_rates"].legends[0].get_texts()]
+    matplotlib.pyplot.close("all")
