@@ -206,28 +206,31 @@ def test_table2_significance_and_claims_from_the_baselines_that_ran(evaluated):
     expected_p = ttest_rel([100 * a for a in FAKE_ACCS], [100 * a for a in appnp]).pvalue
     assert f"| cora | APPNP | 3 | {expected_p:.2e} |" in results  # APPNP (83.0) is the better baseline
     assert "2.78e-36" in results  # the paper's p-value beside ours
-    assert ("| CAD-Net is the best method (Table 2) | cora | holds | CAD-Net 83.60, APPNP 83.00, the best of the 2 "
-            "baselines run here |") in results
+    # ahead on the 3 seeds both have, but no test separates them: a tie, not "best"
+    assert ("| CAD-Net is the best method (Table 2) | cora | tied with APPNP | CAD-Net 83.60, APPNP 83.00 on 3 shared "
+            f"seeds (paired p = {expected_p:.1e}), the best of the 2 baselines run here |") in results
     assert ("| CAD-Net is significantly better than the second best (Table B.6) | cora | does not hold | paired t-test "
-            f"by seed against APPNP, p < 0.05: p = {expected_p:.2e} |") in results
+            f"by seed against APPNP on 3 shared seeds, p < 0.05: p = {expected_p:.2e} |") in results
     # the claims come first, then the paper's tables in its order, then every cell
     headings = [line for line in results.splitlines() if line.startswith("## ")]
     assert headings[:2] == ["## At a glance", "## The paper's claims, checked"], headings
     assert headings[-1] == "## Every cell", headings
     # CAD-Net's row beside the paper's, and each claim's verdict, one row per dataset
-    assert "| Cora | 83.60 ± 2.10 (3 seeds) | 84.3 ± 0.5 | holds | does not hold | holds |" in results
+    assert "| Cora | 83.60 ± 2.10 (3 seeds) | 84.3 ± 0.5 | tied with APPNP | does not hold | holds |" in results
 
 
 def test_a_claim_names_the_baseline_that_is_significantly_ahead_of_cadnet():
     metrics = {"computers": {"cadnet": {"test_acc": {"mean": 81.0}}, "gat": {"test_acc": {"mean": 82.5}}}}
-    compared = [{"dataset": "computers", "runner_up": "gat", "p_value": 0.001}]
+    compared = [{"dataset": "computers", "runner_up": "gat", "p_value": 0.001, "pairs": 20, "ours_shared": 81.0,
+                 "theirs_shared": 82.5}]
     best, significant = stats.claims_markdown(stats.accuracy_claims(compared, metrics))[-2:]
-    assert best == ("| CAD-Net is the best method (Table 2) | computers | does not hold | CAD-Net 81.00, GAT 82.50, "
-                    "the best of the 1 baseline run here |")
-    assert significant.endswith("| does not hold | paired t-test by seed against GAT, p < 0.05: p = 1.00e-03; "
-                                "GAT is significantly better |")
-    compared[0]["p_value"] = 0.2  # behind, but not significantly
-    assert stats.claims_markdown(stats.accuracy_claims(compared, metrics))[-1].endswith("p = 2.00e-01 |")
+    assert best == ("| CAD-Net is the best method (Table 2) | computers | does not hold | CAD-Net 81.00, GAT 82.50 on 20 "
+                    "shared seeds (paired p = 1.0e-03), the best of the 1 baseline run here |")
+    assert significant.endswith("| does not hold | paired t-test by seed against GAT on 20 shared seeds, p < 0.05: "
+                                "p = 1.00e-03; GAT is significantly better |")
+    compared[0]["p_value"] = 0.2  # behind, but not significantly: a tie
+    best, significant = stats.claims_markdown(stats.accuracy_claims(compared, metrics))[-2:]
+    assert "| computers | tied with GAT |" in best and significant.endswith("p = 2.00e-01 |")
 
 
 @pytest.mark.parametrize("edit", ["duplicate", "drop"])

@@ -13,8 +13,8 @@ import pandas as pd
 
 from pipeline import config
 from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
-from pipeline.report.summary import (Claim, fmt_acc, fmt_paper, improving_footnote, metric_key, paired_test, runs_label,
-                                    still_improving)
+from pipeline.report.summary import (Claim, fmt_acc, fmt_paper, improving_footnote, metric_key, paired_means,
+                                     paired_test, runs_label, still_improving)
 
 Point = tuple  # a study's grid values: ((key, value), ...)
 MIN_SEEDS = 20
@@ -184,37 +184,53 @@ PROPAGATING = ("sgc", "agnn", "appnp")
 BETA_RANGE = (0.65, 0.95)
 
 
+SIGNIFICANCE = 0.05  # "best", "beats": ahead on the shared seeds with a paired p below this
+
+
 def _best_of(results: Results, study: str, dataset: str, rivals, point: Point,
              ours: tuple[str, str, Point] | None = None) -> tuple[str, str]:
-    """CAD-Net against the best of ``rivals`` at one point: (verdict, evidence). ``ours``: where
-    CAD-Net's cell is (study, method, point), if not this study's cadnet at this point."""
+    """CAD-Net against each of ``rivals`` at one point, on the seeds both cells have (paired
+    means and the paired t-test): (verdict, evidence). It holds where CAD-Net is ahead of every
+    rival with p < 0.05 and every rival ran; a rival ahead with p < 0.05 makes it fail; one that
+    no test separates from CAD-Net gives "tied with" it. The evidence names the closest rival.
+    ``ours``: where CAD-Net's cell is (study, method, point), if not this study's cadnet here."""
     where = ours or (study, "cadnet", point)
     mine = results.mean(where[0], dataset, where[1], where[2])
     theirs = {m: results.mean(study, dataset, m, point) for m in rivals}
-    ran = {m: v for m, v in theirs.items() if v is not None}
+    ran = [m for m, v in theirs.items() if v is not None]
     short = f"{len(theirs) - len(ran)} of {len(theirs)} rivals" if len(ran) < len(theirs) else ""
     if mine is None or not ran:
         return "not enough seeds", f"under {MIN_SEEDS} seeds: {', '.join(['CAD-Net'] * (mine is None) + [short] * bool(short))}"
-    rival = max(ran, key=ran.get)
-    p_value, _ = paired_test(results.seeds(where[0], dataset, where[1], where[2]),
-                             results.seeds(study, dataset, rival, point))
+    ours_seeds = results.seeds(where[0], dataset, where[1], where[2])
+    compared = {m: paired_means(ours_seeds, results.seeds(study, dataset, m, point)) for m in ran}
+    ahead = [m for m, (a, b, _, p) in compared.items() if b > a and p < SIGNIFICANCE]
+    tied = [m for m, (a, b, _, p) in compared.items() if not p < SIGNIFICANCE]  # nan too: nothing separates them
+    rival = max(ahead or tied or ran, key=lambda m: compared[m][1] - compared[m][0])  # the closest, or the one ahead
+    a, b, n, p_value = compared[rival]
     # a cell the comparison rests on that was still learning when its epochs ran out: more
     # epochs could turn the verdict
-    unfinished = [label for label, (s, m, p) in (("CAD-Net", where), (REGISTRY[rival].label, (study, rival, point)))
-                  if still_improving(results.summary(s, dataset, m, p))]
-    evidence = (f"{mine:.2f} vs {REGISTRY[rival].label} {ran[rival]:.2f} (paired p = {p_value:.1e})"
+    unfinished = [label for label, (s, m, pt) in (("CAD-Net", where), (REGISTRY[rival].label, (study, rival, point)))
+                  if still_improving(results.summary(s, dataset, m, pt))]
+    evidence = (f"{a:.2f} vs {REGISTRY[rival].label} {b:.2f} on {n} shared seeds (paired p = {p_value:.1e})"
                 + (f", {short} under {MIN_SEEDS} seeds" if short else "")
                 + (f", not final: {' and '.join(unfinished)} still improving at the last epoch (†)" if unfinished else ""))
     # one rival ahead settles it; being ahead of those that ran does not, while others did not
-    verdict = "does not hold" if mine <= ran[rival] else "holds" if len(ran) == len(theirs) else "not enough seeds"
-    return verdict, evidence
+    if ahead:
+        return "does not hold", evidence
+    if short:
+        return "not enough seeds", evidence
+    if tied:
+        return f"tied with {', '.join(REGISTRY[m].label for m in tied)}", evidence
+    return "holds", evidence
 
 
 def _every_point(verdicts: list[tuple[str, str, str]]) -> tuple[str, str]:
-    """A claim over a study's points: it fails where one point fails, and needs every point."""
+    """A claim over a study's points: it fails where one point fails, needs every point, and is
+    tied where a point is."""
     found = [v for _, v, _ in verdicts]
+    ties = [f"{label} ({v.removeprefix('tied with ')})" for label, v, _ in verdicts if v.startswith("tied with ")]
     verdict = ("does not hold" if "does not hold" in found else "not enough seeds" if "not enough seeds" in found
-               else "holds")
+               else f"tied at {', '.join(ties)}" if ties else "holds")
     missing: dict[str, list[str]] = {}  # the points short of seeds, grouped by what they lack
     for label, v, evidence in verdicts:
         if v == "not enough seeds":

@@ -104,6 +104,15 @@ def paired_test(ours: pd.DataFrame, theirs: pd.DataFrame) -> tuple[float, int]:
     return float(scipy_stats.ttest_rel(pairs["test_acc_a"], pairs["test_acc_b"]).pvalue), len(pairs)
 
 
+def paired_means(ours: pd.DataFrame, theirs: pd.DataFrame) -> tuple[float, float, int, float]:
+    """Two cells on the seeds both have (seed s of every method sees split s): each one's mean
+    accuracy (%) over those seeds, how many, and the paired t-test's p (nan under two pairs or
+    where every pair differs by the same amount as none)."""
+    pairs = ours[["seed", "test_acc"]].merge(theirs[["seed", "test_acc"]], on="seed", suffixes=("_a", "_b"))
+    p_value, _ = paired_test(ours, theirs)
+    return 100 * float(pairs["test_acc_a"].mean()), 100 * float(pairs["test_acc_b"].mean()), len(pairs), p_value
+
+
 # One checked claim: (claim, dataset, verdict, evidence).
 Claim = tuple[str, str, str, str]
 
