@@ -25,7 +25,7 @@ from pathlib import Path
 from pipeline import config
 from pipeline.engine import plan
 from pipeline.engine.memory import peak_bytes_of, sizes_from_counts  # the train stage's own estimate
-from pipeline.files import load_torch, write_text_atomic
+from pipeline.files import read_record, write_text_atomic
 from pipeline.models import REGISTRY
 from pipeline.paths import (CHECKED_FILE, DATA_STATS_ROOT, EVAL_ROOT, PARAMS_FILE, SPECS_ROOT, STASH_ROOT,
                             class_counts_file, run_dir, seed_file)
@@ -132,21 +132,12 @@ def seeds_found(spec: dict) -> int:
     folder = run_dir(dataset, method, cell_name(spec))
     first = next(iter(sorted(folder.glob("seed_*.pt"))), None)
     found = set()
-    if first is not None and first_fingerprint(first) in identities:
+    if first is not None and (read_record(first) or {}).get("fingerprint") in identities:
         found = {seed for seed in range(runs) if seed_file(folder, seed).exists()}
     for identity in identities:
         stash = STASH_ROOT / dataset / method / identity
         found |= {seed for seed in range(runs) if seed_file(stash, seed).exists()} if stash.is_dir() else set()
     return len(found)
-
-
-def first_fingerprint(path: Path) -> str | None:
-    """The identity a seed file records (None where it cannot be read)."""
-    try:
-        record = load_torch(path)
-    except Exception:  # a damaged file is as good as missing, as train takes it
-        return None
-    return record.get("fingerprint") if isinstance(record, dict) else None
 
 
 def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None:

@@ -78,8 +78,13 @@ def save_torch(obj, path: Path) -> None:
     write_atomic(path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
 
 
-def load_torch(path: Path):
-    """What :func:`save_torch` (or ``torch.save``) wrote, any object (a seed's record)."""
+def read_record(path: Path) -> dict | None:
+    """The dict :func:`save_torch` wrote at ``path`` (a seed's record), or None where it cannot
+    be read or is no dict: as good as missing."""
     import torch  # here, as in save_torch
 
-    return torch.load(path, weights_only=False)
+    try:
+        record = torch.load(path, weights_only=False)
+    except Exception:
+        return None
+    return record if isinstance(record, dict) else None

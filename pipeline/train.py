@@ -42,7 +42,7 @@ from pipeline import config, progress
 from pipeline.engine import plan
 from pipeline.engine.memory import estimate_peak_bytes, graph_sizes, peak_bytes  # noqa: F401  (tests reach them here)
 from pipeline.check import resolve_device_name
-from pipeline.files import load_torch, meant_name, save_torch, write_atomic, write_csv_atomic, write_text_atomic
+from pipeline.files import meant_name, read_record, save_torch, write_atomic, write_csv_atomic, write_text_atomic
 from pipeline.paths import LOCKS_ROOT, PROCESSED_ROOT, RUNS_ROOT, STASH_ROOT, run_dir, seed_file
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
 from pipeline.engine.loop import (Replica, TrainingError, settings_free_within_a_batch, train_chunk, train_replicas,
@@ -93,15 +93,6 @@ def seed_number(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def read_seed(path: Path) -> dict | None:
-    """The record in a seed file, or None where it cannot be read (as good as missing)."""
-    try:
-        record = load_torch(path)
-    except Exception:
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def holds_seed(record: dict | None, seed: int, dataset: str, method: str, fingerprint: str) -> bool:
     """The record is seed ``seed`` of this dataset and method, made with this fingerprint
     (a copied or renamed seed file is not counted as another seed)."""
@@ -129,7 +120,7 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
         if cut_short:  # never a finished seed
             path.unlink()
             continue
-        record = read_seed(path)
+        record = read_record(path)
         if seed is not None and seed < runs and holds_seed(record, seed, dataset, method, fingerprint):
             done.add(seed)
         else:
@@ -137,14 +128,14 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
     stashed = stash_dir / fingerprint
     for seed in filter(owns, range(runs)):
         kept = seed_file(stashed, seed)
-        if seed not in done and kept.exists() and holds_seed(read_seed(kept), seed, dataset, method, fingerprint):
+        if seed not in done and kept.exists() and holds_seed(read_record(kept), seed, dataset, method, fingerprint):
             shutil.move(kept, seed_file(run_dir, seed))
             done.add(seed)
     missing = [s for s in range(runs) if s not in done and owns(s)]
     for twin_dir in twin_cells(run_dir, fingerprint) if missing else []:
         for seed in missing:
             twin = seed_file(twin_dir, seed)
-            if seed not in done and twin.exists() and holds_seed(read_seed(twin), seed, dataset, method, fingerprint):
+            if seed not in done and twin.exists() and holds_seed(read_record(twin), seed, dataset, method, fingerprint):
                 write_atomic(seed_file(run_dir, seed), functools.partial(shutil.copyfile, twin))
                 done.add(seed)
     return [s for s in range(runs) if s not in done and owns(s)]
@@ -157,7 +148,7 @@ def twin_cells(run_dir: Path, fingerprint: str) -> list[Path]:
     twins = []
     for other in sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir):
         first = next(iter(sorted(other.glob("seed_*.pt"))), None)
-        if first is not None and (read_seed(first) or {}).get("fingerprint") == fingerprint:
+        if first is not None and (read_record(first) or {}).get("fingerprint") == fingerprint:
             twins.append(other)
     return twins
 
@@ -168,7 +159,7 @@ def stash_loose_seeds(dataset: str, method: str) -> None:
     from where the cell of that spec takes them back (:func:`sync_seeds`)."""
     family_dir = RUNS_ROOT / dataset / method
     for path in sorted(family_dir.glob("seed_*.pt")) if family_dir.is_dir() else []:
-        set_aside(path, read_seed(path), STASH_ROOT / dataset / method)
+        set_aside(path, read_record(path), STASH_ROOT / dataset / method)
 
 
 def set_aside(path: Path, record: dict | None, stash_dir: Path) -> None:
@@ -529,7 +520,7 @@ def load_records(run_dir: Path, dataset: str, method: str, runs: int, fingerprin
     records = []
     for seed in range(runs):
         path = seed_file(run_dir, seed)
-        record = read_seed(path)
+        record = read_record(path)
         if not holds_seed(record, seed, dataset, method, fingerprint):
             raise TrainingError(f"{path}: missing or not seed {seed} of {dataset}/{method} under its spec; "
                                 f"run `dvc repro train@{dataset}-{method}` again")
