@@ -46,6 +46,7 @@ import subprocess
 import sys
 import time
 from functools import partial
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -66,7 +67,9 @@ from pipeline.preprocess import load_graph
 from pipeline.engine.splits import per_class_split
 from pipeline.stats import load_paper
 from pipeline.engine.loop import Replica, make_optimizer, train_chunk, train_replicas, train_seed
-from pipeline.train import chunk_size, graph_sizes, in_fresh_processes, is_out_of_memory, resolve_device
+from pipeline.engine.cells import chunk_size
+from pipeline.engine.device import is_out_of_memory, resolve_device_name
+from pipeline.engine.memory import graph_sizes
 
 # an entry that reads another's settings (mixhop_l2) runs that one's network: its time is that one's
 TIMED_BY_DEFAULT = tuple(name for name, entry in REGISTRY.items() if not entry.hparams_of)
@@ -222,7 +225,8 @@ def measured_peak_gb(dataset: str, seeds: int, device: torch.device) -> float:
         torch.cuda.reset_peak_memory_stats()
         train_chunk(graph, hp, list(range(seeds)), device)
         return torch.cuda.max_memory_allocated() / 2**30
-    base, peak = next(in_fresh_processes(_peak_rss_of_batch, [(dataset, seeds)], workers=1))
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:  # a fresh process: its own peak
+        base, peak = pool.submit(_peak_rss_of_batch, dataset, seeds).result()
     return peak - base
 
 
@@ -689,7 +693,7 @@ def main(argv: list[str]) -> None:
     if not args.timeout > 0:
         raise config.ConfigError(f"--timeout: got {args.timeout}; allowed values: seconds > 0")
     params = config.load_params()
-    device = resolve_device(params.get("device", "auto"))
+    device = torch.device(resolve_device_name(params.get("device", "auto")))
     out = report_file(device.type)
     if args.report_only:
         write_text_atomic(out, report(device.type, params, BENCH_ROOT))

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pipeline import config
 from pipeline.engine import plan
+from pipeline.engine.device import resolve_device_name
 from pipeline.engine.memory import peak_bytes_of, sizes_from_counts  # the train stage's own estimate
 from pipeline.files import read_record, write_text_atomic
 from pipeline.models import REGISTRY
@@ -33,20 +34,6 @@ from pipeline.report.tables import read_written, table_paths, tables_hold
 from pipeline.progress import duration
 from pipeline.engine.spec import (INDEX_NAME, cell_name, cell_spec, differences, family_dir, index_file,
                                   seed_identity, spec_file, spec_text)
-
-
-def resolve_device_name(name: str) -> str:
-    """``auto``/``cpu``/``cuda`` -> the device training will use; ``cuda`` without one is an error."""
-    if name == "cpu":
-        return "cpu"
-    import torch  # only for the question whether CUDA is there
-
-    if torch.cuda.is_available():
-        return "cuda"
-    if name == "cuda":
-        raise config.ConfigError("device: 'cuda' asked for but no CUDA device is available; "
-                                 "allowed values here: auto, cpu")
-    return "cpu"
 
 
 def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:

@@ -15,7 +15,7 @@ own committed seeds' where it has some, else its family's, scaled up for a longe
 wider hidden layer. The train loop keeps the deadline with the same figure.
 
 It trains as the train stage does (each family's cells in replica batches,
-:func:`pipeline.train.replica_groups`; every seed file saved as it finishes, under its cell's
+:func:`pipeline.engine.cells.replica_groups`; every seed file saved as it finishes, under its cell's
 identity), but writes no table and leaves ``params.yaml`` alone: raise those cells' ``runs``
 and ``dvc repro`` adopts the seeds and trains none. At ``--deadline`` (counted from the start)
 it starts no chunk that its estimate says would not end in time; run it again and it goes on
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pipeline import config
-from pipeline.check import resolve_device_name
 from pipeline.engine import plan
+from pipeline.engine.device import resolve_device_name
 from pipeline.engine.spec import cell_spec
 from pipeline.paths import run_dir, seed_file
 from pipeline.progress import duration
@@ -111,30 +111,32 @@ def plan_lines(jobs: list[Job], runs: int, deadline: float | None, device: str) 
     return lines
 
 
-def run_queue(params: dict, jobs: list[Job], runs: int, deadline: float | None, device_name: str) -> list[str]:
-    """Train the jobs' seeds family by family in the queue's order; what was trained, a line a family."""
-    import torch  # the dry run needs none of it
+def run_queue(params: dict, jobs: list[Job], runs: int, deadline: float | None) -> list[str]:
+    """Train the jobs' seeds family by family in the queue's order, through the engine the train
+    stage uses (this machine, or the Dask cluster of ``CADNET_CLUSTER``); what was trained, a
+    line a family."""
+    from pipeline import train  # the dry run needs none of it
+    from pipeline.engine import dispatch
+    from pipeline.engine.cells import prepare_cell, replica_groups
 
-    from pipeline import train
-
-    device = torch.device(device_name)
     stop_at = None if deadline is None else time.monotonic() + deadline
     done, graphs = [], {}
-    for tier in range(len(TIERS)):
-        families: dict[tuple[str, str], list[Job]] = {}
-        for job in (j for j in jobs if j.tier == tier):
-            families.setdefault((job.cell.dataset, job.cell.method), []).append(job)
-        for (dataset, method), family in families.items():
-            if stop_at is not None and time.monotonic() >= stop_at:
-                return done + ["deadline reached; run the queue again to go on"]
-            specs = [{**cell_spec(params, job.cell), "runs": runs} for job in family]
-            cells = [train.prepare_cell(params, spec, device, graphs) for spec in specs]
-            for group in train.replica_groups(cells):
-                finished = train.train_pending(params, group, (0, 1), device, stop_at=stop_at)
-                done.append(f"{dataset}/{method}: {', '.join(c.name for c in group)}"
-                            + ("" if finished else " (stopped at the deadline)"))
-                if not finished:
+    with dispatch.engine(params) as engine:
+        for tier in range(len(TIERS)):
+            families: dict[tuple[str, str], list[Job]] = {}
+            for job in (j for j in jobs if j.tier == tier):
+                families.setdefault((job.cell.dataset, job.cell.method), []).append(job)
+            for (dataset, method), family in families.items():
+                if stop_at is not None and time.monotonic() >= stop_at:
                     return done + ["deadline reached; run the queue again to go on"]
+                specs = [{**cell_spec(params, job.cell), "runs": runs} for job in family]
+                cells = [prepare_cell(params, spec, graphs) for spec in specs]
+                for group in replica_groups(cells):
+                    finished = train.train_pending(params, group, engine, stop_at=stop_at)
+                    done.append(f"{dataset}/{method}: {', '.join(c.name for c in group)}"
+                                + ("" if finished else " (stopped at the deadline)"))
+                    if not finished:
+                        return done + ["deadline reached; run the queue again to go on"]
     return done
 
 
@@ -179,7 +181,7 @@ def main(argv: list[str]) -> None:
     print("\n".join(plan_lines(jobs, args.runs, args.deadline, device)), file=sys.stderr)
     if args.dry_run:
         return
-    for line in run_queue(params, jobs, args.runs, args.deadline, device):
+    for line in run_queue(params, jobs, args.runs, args.deadline):
         print(f"queue: {line}", file=sys.stderr)
     if args.pack is not None:
         print(f"queue: {pack(jobs, args.pack)} seed files in {args.pack}", file=sys.stderr)

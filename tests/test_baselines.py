@@ -11,7 +11,8 @@ import torch
 from torch.func import vmap
 
 from conftest import SHIPPED_PARAMS, read_params, train_cell, update_params, vmapped, write_params
-from pipeline import config, train
+from pipeline import config
+from pipeline.engine import loop
 from pipeline.models import baselines
 from pipeline.files import save_torch
 from pipeline.models import BASELINES, REGISTRY
@@ -111,7 +112,7 @@ def test_a_baseline_reads_only_the_protocol_from_cadnets_table(workdir):
 
 @pytest.mark.parametrize("name", ["agnn", "graph_unet"])
 def test_unbatchable_baselines_train_seed_by_seed_in_the_same_loop(name):
-    records = train.train_chunk(synthetic_graph(), settings(name), [0, 1], method=name, batched=False)
+    records = loop.train_chunk(synthetic_graph(), settings(name), [0, 1], method=name, batched=False)
     assert [r["seed"] for r in records] == [0, 1] and all(r["engine"] == "single" for r in records)
     assert all(0 <= r["test_acc"] <= 1 for r in records)
 

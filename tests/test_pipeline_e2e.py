@@ -8,7 +8,7 @@ gat_rw at 0 seeds) and the baseline gcn on Cora, 2 runs of 5 epochs. Then:
 change to another dataset's row changes no cell's spec, a change to Cora's row Cora's cells
 only, not download / preprocess -> a docstring, a comment and a moved function rerun no cell ->
 a corrupted committed result is refused by stats and remade by `dvc repro` -> a baseline's chunk
-size reruns its cell alone -> the README's experiments, shares, mirror, plan and figure commands,
+size reruns its cell alone -> the README's experiments, cluster, mirror, plan and figure commands,
 verbatim -> an interrupted train stage retrains only the missing seed -> the README's quick look.
 
 The tests below share one project (module-scoped fixture) and run in file order. They need
@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -474,21 +475,140 @@ def test_a_new_study_and_a_new_grid_value_train_their_cells_only(project):
     assert "Data and pipelines are up to date." in project.dvc("status").stdout
 
 
-def test_the_readmes_shares_of_one_cell_write_what_one_run_writes(project):
-    """`--shard 0/2` and `1/2` on two processes: together the seeds one run trains, and
-    `dvc repro` then trains none of them and writes the cell's table from them."""
-    table = project.root / "reports/eval/pubmed/rw/variants.csv"
-    committed = pd.read_csv(table)
-    for seed in (project.root / "data/runs/pubmed/rw/variants").glob("seed_*.pt"):
-        seed.unlink()
-    table.unlink()  # the cell as a new one: its train stage must run
-    logs = "".join(project.run(*readme_command(f"python -m pipeline.train pubmed rw --shard {k}/2")).stderr
-                   for k in (0, 1))
-    # a share is whole chunks (here both seeds are one chunk, so the second share has none)
-    assert sum(int(n) for n in re.findall(r"(\d+) to train", logs)) == RUNS, logs
-    proc = project.run(*readme_command("dvc repro"))
-    assert cells_trained(proc) == {} and "train@pubmed-rw" in stages_run(proc), proc.stderr[-3000:]
-    assert pd.read_csv(table)[["seed", "test_acc", "selected_epoch"]].equals(committed[["seed", "test_acc", "selected_epoch"]])
+CLUSTER_FAMILIES = (("cora", "cadnet"), ("cora", "gcn"), ("pubmed", "rw"))
+
+
+def _drop_seeds_and_tables(project: Project, families) -> dict[Path, dict]:
+    """The seed files (read first) of the families' cells now in params.yaml, and their tables'
+    record, gone, as if never trained (seed files of cells that earlier tests left stay)."""
+    kept = {}
+    for dataset, method in families:
+        tables = project.root / "reports/eval" / dataset / method
+        cells = [p.stem for p in tables.glob("*.csv") if not p.stem.endswith(("_gamma", "_epochs"))]
+        for path in sorted(p for cell in cells for p in (project.root / "data/runs" / dataset / method / cell).glob("seed_*.pt")):
+            kept[path] = torch.load(path, weights_only=False)
+            path.unlink()
+        forget_tables(project, dataset, method)
+    assert kept
+    return kept
+
+
+def _same_seeds(before: dict[Path, dict]) -> list[str]:
+    """The seed files whose records differ from ``before``'s, bit for bit (history, selection,
+    the adaptive weights); a missing file differs."""
+    differ = []
+    for path, old in before.items():
+        new = torch.load(path, weights_only=False) if path.exists() else None
+        if new is None or any(new[k] != old[k] for k in ("history", "test_acc", "selected_epoch", "fingerprint")) \
+                or not torch.equal(new["gamma"], old["gamma"]):
+            differ.append(path.name)
+    return differ
+
+
+def _serve(project: Project, command: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(readme_command(command), cwd=project.root, env=env or project.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_file(path: Path, *processes: subprocess.Popen) -> None:
+    """Until ``path`` exists; a process that ends first fails the test with its stderr."""
+    while not path.exists():
+        for process in processes:
+            if process.poll() is not None:
+                raise AssertionError(f"{process.args} exited {process.returncode}: {process.stderr.read()[-3000:]}")
+        time.sleep(0.1)
+
+
+def test_the_readmes_local_cluster_trains_the_seeds_a_local_run_trains(project):
+    """The README's cluster, verbatim: `python -m pipeline.cluster local --workers 2` (two Dask
+    workers here), then `export CADNET_CLUSTER=...` and `dvc repro`: the three families whose
+    seeds and tables were removed train on the cluster (CAD-Net batched, a vmapped baseline's
+    fixed chunks, a variant) and give the local run's seeds bit for bit; `dvc status` is clean
+    after. Ctrl-C stops the cluster and removes its file."""
+    before = _drop_seeds_and_tables(project, CLUSTER_FAMILIES)
+    scheduler_file = project.root / "cluster.json"
+    cluster = _serve(project, "python -m pipeline.cluster local --workers 2")
+    try:
+        _wait_for_file(scheduler_file, cluster)
+        script = "\n".join(readme_command(c) and c for c in ('export CADNET_CLUSTER="$PWD/cluster.json"', "dvc repro"))
+        proc = subprocess.run(["bash", "-e", "-c", script], cwd=project.root, env=project.env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    finally:
+        cluster.send_signal(signal.SIGINT)
+        cluster.wait()
+    assert "the Dask cluster at" in proc.stderr, proc.stderr[-3000:]
+    assert set(cells_trained(proc)) == {"cora/cadnet/main", "cora/gcn/baselines", "pubmed/rw/variants"}, proc.stderr[-3000:]
+    assert not _same_seeds(before)
+    assert not scheduler_file.exists()
+    assert "Data and pipelines are up to date." in project.dvc("status").stdout
+
+
+def test_the_readmes_cluster_by_hand_serves_the_train_stage(project):
+    """`dask scheduler` and `dask worker` as the README writes them, the workers in this
+    project's environment: a train stage pointed at them trains PubMed's RW cell there, the
+    local run's seeds bit for bit."""
+    before = _drop_seeds_and_tables(project, [("pubmed", "rw")])
+    scheduler_file = project.root / "cluster.json"
+    env = dict(project.env, PYTHONPATH=str(project.root))  # the workers import this copy's code
+    scheduler = _serve(project, "dask scheduler --scheduler-file cluster.json", env)
+    workers = None
+    try:
+        _wait_for_file(scheduler_file, scheduler)
+        workers = _serve(project, "dask worker --scheduler-file cluster.json --nthreads 1 --nworkers 2", env)
+        proc = subprocess.run([sys.executable, "-m", "pipeline.train", "pubmed", "rw"], cwd=project.root,
+                              env=dict(project.env, CADNET_CLUSTER=str(scheduler_file)), capture_output=True, text=True)
+    finally:
+        for process in (workers, scheduler):
+            if process is not None:
+                process.send_signal(signal.SIGINT)
+                process.wait()
+        scheduler_file.unlink(missing_ok=True)
+    assert proc.returncode == 0 and "the Dask cluster at" in proc.stderr, proc.stderr[-3000:]
+    assert not _same_seeds(before)
+
+
+def test_the_readmes_batch_system_cluster_submits_jobs_whose_workers_join(project, tmp_path):
+    """The README's SLURM command, verbatim, with a stand-in for SLURM on the PATH (`sbatch`
+    keeps the job script it is given, `scancel` and `squeue` answer): four jobs, each asking for
+    16 cores, 64 GB and 4 hours and starting 16 one-thread workers of this environment at the
+    scheduler. One job's script, run here with one worker instead of 16, joins the scheduler."""
+    bin_dir, jobs = tmp_path / "slurm-bin", tmp_path / "jobs"
+    bin_dir.mkdir()
+    jobs.mkdir()
+    # dask-jobqueue submits the jobs side by side: each keeps a file of its own
+    (bin_dir / "sbatch").write_text(f'#!/bin/bash\njob=$(mktemp {jobs}/XXXXXX)\ncp "$1" "$job"\n'
+                                    'echo "Submitted batch job $$"\n')
+    for tool in ("scancel", "squeue"):
+        (bin_dir / tool).write_text("#!/bin/bash\nexit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    scheduler_file = project.root / "cluster.json"
+    env = dict(project.env, PATH=f"{bin_dir}{os.pathsep}{project.env['PATH']}")
+    cluster = _serve(project, "python -m pipeline.cluster slurm --workers 4 --cores 16 --memory 64GB --walltime 04:00:00", env)
+    worker = None
+    try:
+        _wait_for_file(scheduler_file, cluster)
+        while len(list(jobs.iterdir())) < 4:
+            assert cluster.poll() is None, cluster.stderr.read()[-3000:]
+            time.sleep(0.1)
+        script = next(jobs.iterdir()).read_text()
+        address = json.loads(scheduler_file.read_text())["address"]
+        assert "#SBATCH --cpus-per-task=16" in script and "#SBATCH --mem=60G" in script and "#SBATCH -t 04:00:00" in script
+        assert f"{sys.executable} -m distributed.cli.dask_worker {address}" in script, script
+        assert "--nthreads 1" in script and "--nworkers 16" in script, script
+        worker = subprocess.Popen(["bash", "-c", script.replace("--nworkers 16", "--nworkers 1")], cwd=project.root,
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        from distributed import Client
+
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(1, timeout=300)
+    finally:
+        if worker is not None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait()
+        cluster.send_signal(signal.SIGINT)
+        cluster.wait()
+    assert not scheduler_file.exists()
 
 
 def test_the_readmes_queue_plans_then_trains_the_short_cells_and_packs_their_seeds(project):
@@ -617,8 +737,11 @@ README_COMMANDS = (
     "python -m pipeline.check",
     "dvc exp run --temp -S runs=10 -S 'datasets=[citeseer,cora]' -S 'methods=[cadnet]'",
     r"dvc exp show --md --drop '.*' --keep 'Experiment|^runs$|.*\.cadnet\.test_acc\.mean'",
-    "python -m pipeline.train pubmed rw --shard 0/2",
-    "python -m pipeline.train pubmed rw --shard 1/2",
+    "python -m pipeline.cluster local --workers 2",
+    'export CADNET_CLUSTER="$PWD/cluster.json"',
+    "dask scheduler --scheduler-file cluster.json",
+    "dask worker --scheduler-file cluster.json --nthreads 1 --nworkers 2",
+    "python -m pipeline.cluster slurm --workers 4 --cores 16 --memory 64GB --walltime 04:00:00",
     "python -m pipeline.queue --runs 100 --deadline 9m --dry-run",
     "python -m pipeline.queue --runs 100 --deadline 9m --pack seeds.tar",
     "dvc repro -f -s plot",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline import train
+from pipeline.engine import loop
 from pipeline.models import REGISTRY, baselines
 from pipeline.models.methods import SPARSE_VERSIONS
 from pipeline.models.sparse_baselines import FixedGraph
@@ -110,13 +110,13 @@ def test_a_seed_trains_the_same_in_any_chunk(name, extra):
     graph, hp = synthetic_graph(), settings(name, implementation="sparse", epochs=10, **extra)
     if "p_drop" in hp:
         hp["p_drop"] = 0.5
-    three, thirty = (train.train_chunk(graph, hp, chunk, method=name) for chunk in ([0, 1, 2], list(range(30))))
+    three, thirty = (loop.train_chunk(graph, hp, chunk, method=name) for chunk in ([0, 1, 2], list(range(30))))
     if name == "sgc":  # 3 classes a seed: the product's width S x 3 changes its kernel's column blocking
         for key, values in three[1]["history"].items():
             assert thirty[1]["history"][key] == pytest.approx(values, rel=1e-6, abs=0), key
     else:
         assert thirty[1]["history"] == three[1]["history"] and thirty[2]["history"] == three[2]["history"]
-    alone = train.train_chunk(graph, hp, [1], method=name)[0]
+    alone = loop.train_chunk(graph, hp, [1], method=name)[0]
     for key, values in alone["history"].items():
         assert three[1]["history"][key] == pytest.approx(values, rel=1e-6, abs=0), key
     assert alone["selected_epoch"] == three[1]["selected_epoch"]

@@ -20,7 +20,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: conftest and test_batched
 from conftest import SHIPPED_PARAMS  # noqa: E402
-from pipeline import config, preprocess, train  # noqa: E402
+from pipeline import config, preprocess  # noqa: E402
+from pipeline.engine import loop  # noqa: E402
 from pipeline.engine import spec  # noqa: E402
 from pipeline.models import REGISTRY  # noqa: E402
 from test_adacad_batched import synthetic_graph  # noqa: E402
@@ -90,8 +91,8 @@ def outputs(case: str, hp: dict | None) -> dict:
     method = case.split(",")[0]
     if case == "gcn, features as read":
         counts = (graph["x"].to_dense() > 0).float() * torch.arange(1.0, graph["x"].size(1) + 1)
-        graph = {**graph, "x": train.sparse_features(counts, "sum")}
-    records = train.train_chunk(graph, hp, SEEDS, "cpu", method, batched=REGISTRY[method].batched)
+        graph = {**graph, "x": preprocess.sparse_features(counts, "sum")}
+    records = loop.train_chunk(graph, hp, SEEDS, "cpu", method, batched=REGISTRY[method].batched)
     return {str(r["seed"]): {"epochs_run": r["epochs_run"], "selected_epoch": r["selected_epoch"],
                              "test_acc": r["test_acc"], "train_loss": r["history"]["train_loss"],
                              "val_loss": r["history"]["val_loss"]} for r in records}

@@ -1,4 +1,4 @@
-"""The train stage (pipeline/train.py): resuming, reusing and setting aside seeds, shares,
+"""The train stage (pipeline/train.py): resuming, reusing and setting aside seeds, fixed blocks,
 a family's cells, and failing without loss."""
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PROJECT_ROOT, fake_record, read_params, train_cell, update_params, vmapped, write_params
+from conftest import PROJECT_ROOT, read_params, train_cell, update_params, vmapped, write_params
 from pipeline import config, preprocess, train
-from pipeline.engine import loop, spec
+from pipeline.engine import cells, device, dispatch, loop, spec, store
 from pipeline.files import save_torch
 from pipeline.paths import FEATURES_AS_READ
-from test_adacad_batched import FEATURES, N, hparams, synthetic_graph
+from test_adacad_batched import FEATURES, synthetic_graph
 
 
 # ------------------------------------------------------------------------ resuming
@@ -75,8 +75,8 @@ def test_fewer_runs_reuse_the_first_seeds_and_going_back_trains_nothing(workdir,
     train_cell(["cora", "cadnet"])
     before = _records(run_dir)
     trained = []
-    real = train.train_replicas
-    monkeypatch.setattr(train, "train_replicas", lambda g, replicas, *a, **k: trained.append(replicas) or real(g, replicas, *a, **k))
+    real = dispatch.train_replicas
+    monkeypatch.setattr(dispatch, "train_replicas", lambda g, replicas, *a, **k: trained.append(replicas) or real(g, replicas, *a, **k))
     update_params(workdir, runs=10)
     train_cell(["cora", "cadnet"])
     assert sorted(_records(run_dir)) == sorted(list(before)[:10])
@@ -123,36 +123,13 @@ def test_a_copied_seed_file_is_not_counted_as_another_seed(workdir):
     assert torch.load(run_dir / "seed_002.pt", weights_only=False)["seed"] == 2
 
 
-def test_a_cell_copies_the_seeds_of_a_twin_cell_and_trains_the_rest(tmp_path):
-    """A study point that is another study's cell (β at the dataset's own value) trains under the
-    same identity: it copies that cell's seeds, leaves them where they are, and trains only the
-    seeds neither has; a cell of another identity lends nothing."""
-    family, stash = tmp_path / "runs/cora/cadnet", tmp_path / "stash"
-    for seed in range(3):
-        save_torch({"seed": seed, "fingerprint": "fp"}, family / "main" / f"seed_{seed:03d}.pt")
-    save_torch({"seed": 3, "fingerprint": "other"}, family / "beta-beta=0.5" / "seed_000.pt")
-    assert train.sync_seeds("cora", "cadnet", 4, "fp", family / "beta-beta=0.9", stash) == [3]
-    assert sorted(p.name for p in (family / "beta-beta=0.9").iterdir()) == [f"seed_00{s}.pt" for s in range(3)]
-    assert len(list((family / "main").iterdir())) == 3 and not stash.exists()
-    assert train.sync_seeds("cora", "cadnet", 2, "fp2", family / "beta-beta=0.1", stash) == [0, 1]
-
-
-def test_seeds_from_1000_on_are_recognised(tmp_path):
-    run_dir, stash = tmp_path / "runs", tmp_path / "stash"
-    for seed in (999, 1000, 1001):
-        save_torch({"seed": seed, "fingerprint": "fp"}, run_dir / f"seed_{seed:03d}.pt")
-    pending = train.sync_seeds("cora", "cadnet", 1001, "fp", run_dir, stash)
-    assert 999 not in pending and 1000 not in pending and len(pending) == 999
-    assert (stash / "fp" / "seed_1001.pt").exists() and not (run_dir / "seed_1001.pt").exists()
-
-
 def test_a_diverging_loss_stops_with_one_line_naming_seed_and_epoch(workdir):
     _cora_workdir(workdir, runs=2, epochs=3)
     graph = synthetic_graph()
     graph["x"] = torch.sparse_coo_tensor(graph["x"].indices(), torch.full_like(graph["x"].values(), float("nan")),
                                          graph["x"].shape).coalesce()
     save_torch(graph, workdir / "data/processed/cora/graph.pt")
-    with pytest.raises(train.TrainingError, match=r"cora/cadnet/main: seed 0: training loss is nan at epoch 1"):
+    with pytest.raises(loop.TrainingError, match=r"cora/cadnet/main: seed 0: training loss is nan at epoch 1"):
         train_cell(["cora", "cadnet"])
 
 
@@ -162,8 +139,8 @@ def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
     def no_memory(*args, **kwargs):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: not enough memory: you tried "
                            "to allocate 4000000000000 bytes.\nmore detail")
-    monkeypatch.setattr(train, "train_replicas", no_memory)
-    with pytest.raises(train.TrainingError, match=r"^cora/cadnet/main: out of memory on cpu with chunks of 2 seeds .*seed_chunk"):
+    monkeypatch.setattr(dispatch, "train_replicas", no_memory)
+    with pytest.raises(loop.TrainingError, match=r"^cora/cadnet/main: out of memory on cpu with chunks of 2 seeds .*seed_chunk"):
         train_cell(["cora", "cadnet"])
 
 
@@ -177,7 +154,7 @@ def test_running_out_of_memory_is_one_line(workdir, monkeypatch):
     (ValueError("can't allocate memory"), False),
 ])
 def test_only_the_allocators_refusals_count_as_out_of_memory(err, expected):
-    assert train.is_out_of_memory(err) is expected
+    assert device.is_out_of_memory(err) is expected
 
 
 # ------------------------------------------------------------------------ the registry's switches
@@ -232,22 +209,10 @@ def test_the_printed_estimate_counts_the_seeds_trained_side_by_side(workdir, mon
     assert asked.get("side_by_side", 1) == side_by_side
 
 
-def _process_id(_):
-    import os
-
-    return os.getpid()
-
-
-def test_each_call_of_in_fresh_processes_gets_a_process_of_its_own():
-    """One worker, three calls: three processes (a reused worker would keep what leaked)."""
-    import os
-
-    ids = list(train.in_fresh_processes(_process_id, [(k,) for k in range(3)], workers=1))
-    assert len(set(ids)) == 3 and os.getpid() not in ids
-
-
-def test_graph_unet_seeds_on_cpu_train_in_fresh_processes_with_the_reference_results(workdir):
-    assert "graph_unet" in train.FRESH_PROCESS_PER_SEED
+def test_graph_unet_seeds_on_cpu_train_each_in_a_process_of_its_own_with_the_reference_results(workdir, monkeypatch):
+    """Two seeds, two fresh processes (a reused worker would keep what leaked), and the records
+    of the one-seed reference in this process."""
+    assert "graph_unet" in dispatch.FRESH_PROCESS_PER_SEED
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, n_jobs=1,
                   variants={"datasets": [], "methods": [], "runs": {}},
                   baselines={"datasets": ["cora"], "methods": ["graph_unet"], "runs": {}},
@@ -257,7 +222,11 @@ def test_graph_unet_seeds_on_cpu_train_in_fresh_processes_with_the_reference_res
                                                  "early_stop_window": 0}})
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    started = []
+    real = dispatch.subprocess.run
+    monkeypatch.setattr(dispatch.subprocess, "run", lambda *a, **k: started.append(a) or real(*a, **k))
     train_cell(["cora", "graph_unet"])
+    assert len(started) == 2
     hp = config.hparams_for(config.load_params(), "cora", "graph_unet")
     for seed in range(2):
         record = torch.load(workdir / f"data/runs/cora/graph_unet/baselines/seed_{seed:03d}.pt", weights_only=False)
@@ -302,17 +271,6 @@ def test_seed_records_name_the_device_that_trained_them(workdir):
     assert _records(run_dir)["seed_000.pt"]["device"] == "cpu"
 
 
-def test_chunk_size_of_a_cell_with_zero_runs_is_one():
-    assert train.chunk_size(synthetic_graph(), hparams(), {"seed_chunk": 25, "memory_budget_gb": 6}, 0) == 1
-
-
-def test_a_cells_own_seed_chunk_caps_its_chunk_in_place_of_the_global_one():
-    params = {"seed_chunk": 25, "memory_budget_gb": 6}
-    assert train.chunk_size(synthetic_graph(), hparams(), params, 100) == 25
-    assert train.chunk_size(synthetic_graph(), hparams(seed_chunk=5), params, 100) == 5
-    assert train.chunk_size(synthetic_graph(), hparams(seed_chunk=40), params, 100) == 34  # 3 even chunks
-
-
 def test_a_cells_own_seed_chunk_is_not_in_its_identity_its_chunk_size_is(workdir):
     """CAD-Net's seeds do not depend on their chunk, so a new cap retrains none of them; a
     vmapped baseline's chunk size is part of its seeds' identity."""
@@ -323,38 +281,6 @@ def test_a_cells_own_seed_chunk_is_not_in_its_identity_its_chunk_size_is(workdir
     assert spec.seed_identity(spec.cell_spec(capped, cadnet)) == spec.seed_identity(spec.cell_spec(params, cadnet))
     gcn = spec.cell_spec(params, config.Cell(config.table_cell_name(params, "gcn"), "cora", "gcn"))
     assert spec.seed_identity(gcn, 5) != spec.seed_identity(gcn, 25)
-
-
-def test_a_cell_on_a_diffusions_top_k_graph_counts_k_edges_a_node_not_the_graphs_as_read():
-    graph = synthetic_graph()
-    assert train.graph_sizes(graph, hparams())["directed_edges"] == graph["edge_index"].size(1)
-    assert train.graph_sizes(graph, hparams("ppr", diffusion_topk=4))["directed_edges"] == N * 4
-    assert train.graph_sizes(graph, hparams("hk", diffusion_topk=4))["directed_edges"] == N * 4
-    assert train.graph_sizes(graph, hparams("hk", diffusion_topk=1000))["directed_edges"] == N * N  # k > N: all
-
-
-def test_gdc_adds_its_hidden_wide_messages_over_the_rewired_edges_to_the_estimate():
-    graph = synthetic_graph()
-    gdc = hparams(baseline="gdc", hidden=64, diffusion_topk=4)
-    proxy = train.estimate_peak_bytes(**train.graph_sizes(graph, gdc), seeds=3)
-    assert train.peak_bytes(graph, gdc, 3) - proxy == int(7.5 * 64 * (N * 4) * 3)
-    gcn = hparams(baseline="gcn", hidden=64)  # the other baselines: the proxy alone
-    assert train.peak_bytes(graph, gcn, 3) == train.estimate_peak_bytes(**train.graph_sizes(graph, gcn), seeds=3)
-    sparse = dict(gdc, implementation="sparse")  # one product of the rewired matrix: no messages
-    assert train.peak_bytes(graph, sparse, 3) == proxy
-
-
-def test_the_chunk_shrinks_to_what_gdcs_messages_leave_room_for():
-    """A budget of exactly two GDC seeds on the complete rewired graph: eight runs go in four
-    chunks of two, where the proxy alone would have put all eight in one."""
-    graph = synthetic_graph()
-    gdc = hparams(baseline="gdc", hidden=64, diffusion_topk=N)
-    budget = train.peak_bytes(graph, gdc, 2)
-    assert train.estimate_peak_bytes(**train.graph_sizes(graph, gdc), seeds=8) <= budget
-    params = {"seed_chunk": 25, "memory_budget_gb": budget / 2**30}
-    assert train.chunk_size(graph, gdc, params, 8) == 2
-    with pytest.raises(config.ConfigError, match="memory_budget_gb"):
-        train.check_memory(graph, gdc, {"memory_budget_gb": train.peak_bytes(graph, gdc, 1) / 2**30 * 0.99}, "cora/gdc")
 
 
 def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(workdir):
@@ -375,8 +301,8 @@ def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(wor
     params = config.load_params()
     gcn, cadnet = config.hparams_for(params, "cora", "gcn"), config.hparams_for(params, "cora", "cadnet")
     assert gcn["normalize_features"] is False and cadnet["normalize_features"] == "clamped_sum"
-    assert train.features_rule(params, "cora", gcn) is False and train.features_rule(params, "cora", cadnet) is None
-    assert torch.equal(train.load_cell_graph("cora", False)["x"].to_dense(), counts)
+    assert cells.features_rule(params, "cora", gcn) is False and cells.features_rule(params, "cora", cadnet) is None
+    assert torch.equal(cells.load_cell_graph("cora", False)["x"].to_dense(), counts)
 
     train_cell(["cora", "gcn"])
     record = torch.load(workdir / "data/runs/cora/gcn/baselines/seed_000.pt", weights_only=False)
@@ -391,76 +317,58 @@ def test_a_baseline_whose_protocol_reads_the_features_as_read_trains_on_them(wor
     assert spec.seed_identity(spec.cell_spec(config.load_params(), cell), 1) != spec.seed_identity(before, 1)
 
 
-# ------------------------------------------------------------------------ shards
+# ------------------------------------------------------------------------ fixed blocks
 
 
-def test_shards_of_a_cell_are_its_full_run_seed_for_seed_and_the_stage_then_trains_nothing(workdir, monkeypatch):
-    """A baseline (vmapped, its dropout per fixed chunk of 2) split into 2 shards: shard 1 trains
-    blocks {2, 3}, shard 0 blocks {0, 1} and {4, 5}; together they write what one full run
-    writes (same fingerprint, same histories), and the unsharded stage afterwards trains nothing."""
+def test_a_resumed_baseline_trains_the_fixed_blocks_of_its_lost_seeds_whole_and_writes_only_those(workdir, monkeypatch):
+    """A baseline (vmapped, its dropout per fixed chunk of 2) that lost seeds 2 and 5 trains the
+    blocks {2, 3} and {4, 5} whole, so that each lost seed comes back as the full run made it, and
+    rewrites no other seed file."""
     run_dir = _cora_workdir(workdir, "gcn", runs=6, seed_chunk=2, epochs=3)
     write_params(workdir, vmapped(read_params(workdir), "gcn"))
     train_cell(["cora", "gcn"])
     full = _records(run_dir)
-    shutil.rmtree(run_dir)
+    (run_dir / "seed_002.pt").unlink()
+    (run_dir / "seed_005.pt").unlink()
+    mtimes = {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt")}
+    _forget_tables(workdir, "gcn")
     trained = []
-    real_chunk = train.train_chunk
-    monkeypatch.setattr(train, "train_chunk", lambda g, hp, seeds, *a, **k: trained.append(seeds) or real_chunk(g, hp, seeds, *a, **k))
-    train_cell(["cora", "gcn", "--shard", "1/2"])
-    assert sorted(_records(run_dir)) == ["seed_002.pt", "seed_003.pt"]
-    train_cell(["cora", "gcn", "--shard", "0/2"])
-    assert trained == [[2, 3], [0, 1], [4, 5]]
-    sharded = _records(run_dir)
-    assert sorted(sharded) == sorted(full)
-    for name, record in full.items():
-        assert sharded[name]["fingerprint"] == record["fingerprint"] and sharded[name]["history"] == record["history"], name
+    real = dispatch.train_replicas
+    monkeypatch.setattr(dispatch, "train_replicas",
+                        lambda g, replicas, *a, **k: trained.append([r.seed for r in replicas]) or real(g, replicas, *a, **k))
     train_cell(["cora", "gcn"])
-    assert len(trained) == 3
+    assert trained == [[2, 3], [4, 5]]
+    again = _records(run_dir)
+    assert sorted(again) == sorted(full)
+    for name, record in full.items():
+        assert again[name]["fingerprint"] == record["fingerprint"] and again[name]["history"] == record["history"], name
+    assert {p.name: p.stat().st_mtime_ns for p in run_dir.glob("seed_*.pt") if p.name in mtimes} == mtimes
 
 
-def test_a_shard_touches_only_its_own_seeds_files(workdir):
-    """Shards run side by side in one folder: shard 0 of 2 (seed by seed) leaves seed 1's stale
-    file and its half-written temporary file (another process's write in flight) alone; shard 1
-    stashes the one and removes the other."""
+def test_a_half_written_seed_file_is_removed_and_a_stale_one_stashed(workdir):
+    """A write cut short (files.write_atomic's temporary file) is never a seed; a seed file of
+    other settings waits in the stash under its identity."""
     run_dir = _cora_workdir(workdir, runs=2, seed_chunk=1, epochs=3)
     train_cell(["cora", "cadnet"])
-    update_params(workdir, epochs=4)  # seed 1's file is now of other settings
-    in_flight = run_dir / ".seed_001.pt.999.tmp"
-    in_flight.write_bytes(b"half")
+    update_params(workdir, epochs=4)  # the seed files are now of other settings
+    cut_short = run_dir / ".seed_001.pt.999.tmp"
+    cut_short.write_bytes(b"half")
     stale = torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"]
-    train_cell(["cora", "cadnet", "--shard", "0/2"])
-    assert in_flight.exists() and torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"] == stale
-    assert torch.load(run_dir / "seed_000.pt", weights_only=False)["fingerprint"] != stale
-    train_cell(["cora", "cadnet", "--shard", "1/2"])
-    assert not in_flight.exists() and torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"] != stale
+    train_cell(["cora", "cadnet"])
+    assert not cut_short.exists() and torch.load(run_dir / "seed_001.pt", weights_only=False)["fingerprint"] != stale
     assert (workdir / "data/stash/cora/cadnet" / stale / "seed_001.pt").exists()
-
-
-@pytest.mark.parametrize("bad", [["--shard", "2/2"], ["--shard", "one/2"], ["--shard", "1"], ["--shard"]])
-def test_a_bad_shard_is_one_line_naming_the_option(workdir, bad):
-    run_dir = _cora_workdir(workdir, runs=2, epochs=3)
-    with pytest.raises(config.ConfigError) as info:
-        train_cell(["cora", "cadnet", *bad])
-    assert "--shard" in str(info.value) and "\n" not in str(info.value)
-    assert not run_dir.exists()
 
 
 # ------------------------------------------------------------------------ the stage as a process
 
-def test_a_second_train_of_the_same_cell_is_refused_while_shares_run_side_by_side(workdir):
+def test_a_second_train_of_the_same_family_is_refused(workdir):
     _cora_workdir(workdir, runs=2, epochs=2)
-    with train.cell_lock("cora", "cadnet", (0, 1), "cora/cadnet"):
-        with pytest.raises(train.TrainingError) as info:
+    with store.family_lock("cora", "cadnet", "cora/cadnet"):
+        with pytest.raises(loop.TrainingError) as info:
             train_cell(["cora", "cadnet"])
         assert "cora/cadnet: process" in str(info.value) and "is training this cell now" in str(info.value)
-        with pytest.raises(train.TrainingError):
-            train_cell(["cora", "cadnet", "--shard", "1/2"])  # a share beside the whole run
     assert not list((workdir / "data/runs/cora/cadnet/main").glob("seed_*.pt"))
-    with train.cell_lock("cora", "cadnet", (0, 2), "cora/cadnet (shard 0/2)"):
-        train_cell(["cora", "cadnet", "--shard", "1/2"])  # the other share runs
-        with pytest.raises(train.TrainingError):
-            train_cell(["cora", "cadnet", "--shard", "0/2"])  # the same share does not
-    train_cell(["cora", "cadnet"])  # the locks went with their holders
+    train_cell(["cora", "cadnet"])  # the lock went with its holder
     assert len(list((workdir / "data/runs/cora/cadnet/main").glob("seed_*.pt"))) == 2
 
 
@@ -526,7 +434,7 @@ def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
     script.write_text(
         "import os, sys, time\n"
         "from joblib import Parallel, delayed\n"
-        "from pipeline.train import exit_with_parent\n"
+        "from pipeline.engine.dispatch import exit_with_parent\n"
         "def work(folder):\n"
         "    exit_with_parent(0.05)\n"
         "    open(os.path.join(folder, str(os.getpid())), 'w').close()\n"
@@ -554,27 +462,6 @@ def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
     while any(alive(pid) for pid in pids()) and not (tmp_path / "slept out").exists():
         time.sleep(0.05)
     assert not (tmp_path / "slept out").exists(), "a worker outlived its parent until its own sleep ended"
-
-
-@pytest.mark.parametrize("replace_with, fragment", [
-    (lambda: fake_record(0, 0.9, fingerprint="id"), "not seed 1 of cora/cadnet"),  # a copied seed file
-    (lambda: dict(fake_record(1, 0.9, fingerprint="id"), method="rw"), "not seed 1 of cora/cadnet"),  # another cell's
-    (lambda: fake_record(1, 0.9, fingerprint="other"), "under its spec"),  # other settings
-    (lambda: None, "missing"),
-])
-def test_the_tables_are_written_from_the_cells_own_seeds_only(tmp_path, replace_with, fragment):
-    """What train reads back to write the tables: seed 1's file replaced is one line naming it,
-    never a row counted twice or of other settings."""
-    for seed in range(2):
-        torch.save(fake_record(seed, 0.8, fingerprint="id"), tmp_path / f"seed_{seed:03d}.pt")
-    assert [r["seed"] for r in train.load_records(tmp_path, "cora", "cadnet", 2, "id")] == [0, 1]
-    value = replace_with()
-    (tmp_path / "seed_001.pt").unlink()
-    if value is not None:
-        torch.save(value, tmp_path / "seed_001.pt")
-    with pytest.raises(train.TrainingError) as info:
-        train.load_records(tmp_path, "cora", "cadnet", 2, "id")
-    assert "seed_001.pt" in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
 
 
 def test_a_family_trains_the_cells_whose_spec_moved_and_keeps_the_others(workdir, capsys):
