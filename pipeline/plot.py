@@ -335,7 +335,7 @@ def main(argv: list[str]) -> None:
     write_cell_data("accuracy", config.trained_cells(params), accuracy_per_seed)
     every = {cell: read_per_seed(cell.dataset, cell.method, cell.name, config.runs_for(params, cell))
              for cell in config.trained_cells(params)}
-    results = studies.Results(params, collect(every, paper), every)
+    results = studies.Results(params, collect(every, paper), every, studies.twin_cells(params, every))
     curves = {}
     for study in (s for s in STUDY_FIGURES if s in params["studies"]):
         drawn = {f"{study}_{dataset}_{method}": curve for dataset in studies.study_datasets(params, study)

@@ -389,7 +389,7 @@ def main(argv: list[str]) -> None:
     cells = collect(every, paper)
     tables = {key: every[cell] for key, cell in config.table_cells(params).items()}  # Tables 2 and 3
     in_tables = {d: {m: s for m, s in entry.items() if (d, m) in tables} for d, entry in cells.items()}
-    results = studies.Results(params, cells, every)
+    results = studies.Results(params, cells, every, studies.twin_cells(params, every))
     markdown = results_markdown(in_tables, params, paper, tables, results)  # checks every input before writing
     timing = timing_markdown(tables, paper)
     write_text_atomic(CELLS_FILE, json.dumps(cells, indent=2) + "\n")

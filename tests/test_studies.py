@@ -32,7 +32,7 @@ def results_of(workdir, studies_: dict, means: dict[Cell, float | tuple[float, i
     write_params(workdir, params)
     loaded = config.load_params()
     per_seed = {cell: seeds_at(*(m if isinstance(m, tuple) else (m,))) for cell, m in means.items()}
-    return studies.Results(loaded, stats.collect(per_seed, stats.load_paper()), per_seed)
+    return studies.Results(loaded, stats.collect(per_seed, stats.load_paper()), per_seed, studies.twin_cells(loaded, per_seed))
 
 
 def claims(results, name):
@@ -186,6 +186,39 @@ def test_range_claims_lead_and_layered_against_propagating(workdir):
     means[grid_cell("ranges", "cadnet", range=10)] = 81.5  # lead +1.0 then +1.0: not growing
     assert claims(results_of(workdir, RANGES, means), studies.CLAIM_RANGE_LEAD)["cora"] == (
         "does not hold", "lead over the best rival +1.00 at range=2, +1.00 at range=10")
+
+
+def test_a_point_that_is_another_studys_cell_decides_with_that_cells_seeds(workdir):
+    """Cora's GAT at range 2 is Table 2's GAT (two layers, the network's default): with no seeds
+    of its own in the ranges study, Table 2's 100 stand for it, in the table (marked) and in the
+    claim, compared on the seeds both cells have. GCN at range 2 has seeds of its own (20) and
+    Table 2's GCN is not in the studies: its own stand."""
+    studies_ = {**RANGES, "baselines": {"datasets": ["cora"], "methods": ["gat"], "runs": {}}}
+    means = range_means(cadnet=83.0, gcn=30.0, sage=25.0, jknet=77.0, gat=70.0, sgc=79.0, agnn=78.5, appnp=80.5)
+    del means[grid_cell("ranges", "gat", range=2)]
+    means[Cell("baselines", "cora", "gat")] = (81.0, 100)  # ahead of CAD-Net's 80 at range 2
+    results = results_of(workdir, studies_, means)
+    assert results.cell("ranges", "cora", "gat", (("range", 2),)) == Cell("baselines", "cora", "gat")
+    assert results.cell("ranges", "cora", "gcn", (("range", 2),)) == grid_cell("ranges", "gcn", range=2)
+    assert results.cell("ranges", "cora", "gat", (("range", 10),)) == grid_cell("ranges", "gat", range=10)
+    verdict, evidence = claims(results, studies.CLAIM_RANGE_BEST)["cora"]
+    assert verdict == "does not hold" and evidence.startswith("range=2: 80.00 vs GAT 81.00 on 20 shared seeds"), evidence
+    table = "\n".join(studies.studies_markdown(results, stats.load_paper()))
+    assert "| GAT | 81.00 ± 0.50 ‡" in table and "cora/gat/ranges-range=2: cora/gat/baselines" in table
+
+
+def test_a_cell_of_other_settings_stands_for_no_point(workdir):
+    """GAT with three layers in Table 2 is not the range-2 cell: that point stays not run."""
+    studies_ = {**RANGES, "baselines": {"datasets": ["cora"], "methods": ["gat"], "runs": {}}}
+    means = range_means()
+    del means[grid_cell("ranges", "gat", range=2)]
+    means[Cell("baselines", "cora", "gat")] = (81.0, 100)
+    params = update_params(workdir)
+    params["method_hparams"]["gat"]["layers"] = 3
+    write_params(workdir, params)
+    results = results_of(workdir, studies_, means)
+    assert results.summary("ranges", "cora", "gat", (("range", 2),)) is None
+    assert claims(results, studies.CLAIM_RANGE_BEST)["cora"][0] == "not enough seeds"
 
 
 BETA = {"beta": {"datasets": ["cora"], "methods": ["cadnet"], "grid": {"beta": [0.5, 0.65, 0.8, 0.95, 1.0]}},

@@ -9,9 +9,12 @@ verdict is "not enough seeds" and its evidence says which cells are missing.
 """
 from __future__ import annotations
 
+from dataclasses import MISSING, fields
+
 import pandas as pd
 
 from pipeline import config
+from pipeline.engine.spec import cell_spec
 from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
 from pipeline.report.summary import (Claim, fmt_acc, fmt_paper, improving_footnote, metric_key, paired_means,
                                      paired_test, runs_label, still_improving)
@@ -83,19 +86,53 @@ def cell_at(params: dict, study: str, dataset: str, method: str, point: Point) -
     return config.Cell(study, dataset, method, point)
 
 
+def experiment(params: dict, cell: config.Cell) -> str:
+    """What a cell computes, whichever study holds it: its spec without the study, the number of
+    seeds, the tables' layout and the chunk, its settings with the method's defaults filled in.
+    Two cells of one experiment are the same network, settings and split (Cora's GAT at range 2
+    is Table 2's GAT, which leaves its two layers to the default)."""
+    spec = cell_spec(params, cell)
+    schema = REGISTRY[cell.method].settings  # None: a method of the protocol's keys only
+    defaults = {f.name: f.default for f in fields(schema) if f.default is not MISSING} if schema else {}
+    kept = {key: value for key, value in spec.items() if key not in ("study", "setting", "runs", "tables", "chunking")}
+    return config.fingerprint({**kept, "settings": {**defaults, **spec["settings"]}})
+
+
+def twin_cells(params: dict, per_seed: dict[config.Cell, pd.DataFrame]) -> dict[config.Cell, config.Cell]:
+    """Each cell of the studies that another cell of the same experiment (:func:`experiment`)
+    outnumbers in seeds, to the cell of that experiment with the most seeds: it stands for both,
+    so that a point decides in every study that holds it."""
+    seeds = {cell: 0 if per_seed.get(cell) is None else len(per_seed[cell]) for cell in config.cells(params)}
+    groups: dict[str, list[config.Cell]] = {}
+    for cell in seeds:
+        groups.setdefault(experiment(params, cell), []).append(cell)
+    twins = {}
+    for group in groups.values():
+        most = max(group, key=lambda c: seeds[c])
+        twins |= {cell: most for cell in group if seeds[cell] < seeds[most]}
+    return twins
+
+
 class Results:
     """The numbers the studies' sections read: each trained cell's summary (cells.json) and its
-    per-seed table (for paired tests), looked up by study point."""
+    per-seed table (for paired tests), looked up by study point; where another study's cell of
+    the same experiment has more seeds (``twins``: :func:`twin_cells`), that cell's."""
 
-    def __init__(self, params: dict, summaries: dict, per_seed: dict[config.Cell, pd.DataFrame]):
+    def __init__(self, params: dict, summaries: dict, per_seed: dict[config.Cell, pd.DataFrame],
+                 twins: dict[config.Cell, config.Cell] | None = None):
         self.params, self.summaries, self.per_seed = params, summaries, per_seed
+        self.twins = twins or {}
+
+    def cell(self, study: str, dataset: str, method: str, point: Point) -> config.Cell:
+        """The cell whose seeds stand for this point."""
+        cell = cell_at(self.params, study, dataset, method, point)
+        return self.twins.get(cell, cell)
 
     def summary(self, study: str, dataset: str, method: str, point: Point) -> dict | None:
-        cell = cell_at(self.params, study, dataset, method, point)
-        return self.summaries.get(dataset, {}).get(metric_key(cell))
+        return self.summaries.get(dataset, {}).get(metric_key(self.cell(study, dataset, method, point)))
 
     def seeds(self, study: str, dataset: str, method: str, point: Point) -> pd.DataFrame | None:
-        return self.per_seed.get(cell_at(self.params, study, dataset, method, point))
+        return self.per_seed.get(self.cell(study, dataset, method, point))
 
     def mean(self, study: str, dataset: str, method: str, point: Point) -> float | None:
         """The cell's mean accuracy (%), or None where it has fewer than MIN_SEEDS seeds."""
@@ -116,11 +153,15 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
         methods = sorted(dict.fromkeys(c.method for c in cells), key=lambda m: m == "cadnet")
         datasets = list(dict.fromkeys(c.dataset for c in cells))
         lookup = PAPER.get(study)
-        flagged = []
+        flagged, borrowed = [], []
 
         def text(dataset: str, method: str, point: Point) -> str:
             m = results.summary(study, dataset, method, point)
             ours = "not run" if m is None else f"{fmt_acc(m)}{runs_label(m)}"
+            standing = results.cell(study, dataset, method, point)
+            if m is not None and standing != cell_at(params, study, dataset, method, point):
+                ours += " ‡"
+                borrowed.append(f"{cell_at(params, study, dataset, method, point)}: {standing}")
             if m is not None and still_improving(m):
                 ours += " †"
                 flagged.append(f"{cell_at(params, study, dataset, method, point)} "
@@ -134,7 +175,7 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
         if not spec["grid"]:
             lines += ["", "| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
             lines += [f"| {REGISTRY[m].label} | " + " | ".join(text(d, m, ()) for d in datasets) + " |" for m in methods]
-            lines += improving_footnote(flagged)
+            lines += improving_footnote(flagged) + twin_footnote(borrowed)
             continue
         grid = points(params, study)
         labels = [point_label(p) + (" (Table 2's cell)" if p == TABLE2_POINT.get(study) else "") for p in grid]
@@ -144,8 +185,15 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
                       "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
             lines += [f"| {REGISTRY[m].label} | " + " | ".join(text(dataset, m, p) for p in grid) + " |"
                       for m in methods if any((c.dataset, c.method) == (dataset, m) for c in cells)]
-        lines += improving_footnote(flagged)
+        lines += improving_footnote(flagged) + twin_footnote(borrowed)
     return lines
+
+
+def twin_footnote(borrowed: list[str]) -> list[str]:
+    if not borrowed:
+        return []
+    return ["", "‡ The same network, settings and split as another study's cell, which has more seeds and "
+                "stands for both, in this table and in the claims: " + "; ".join(borrowed) + "."]
 
 
 def table_b7_markdown(summaries: dict, params: dict, paper: dict) -> list[str]:
