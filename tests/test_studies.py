@@ -231,15 +231,23 @@ def beta_means(**by_beta: float) -> dict[Cell, float]:
             Cell("baselines", "cora", "gcn"): 81.5, Cell("baselines", "cora", "appnp"): 83.0}
 
 
-def test_beta_claims_against_the_best_table_2_baseline_and_beta_1(workdir):
+def test_beta_claims_against_both_best_table_2_baselines_and_beta_1(workdir):
+    """The state-of-the-art line is drawn twice: our best Table 2 baseline here (APPNP 83.00,
+    compared on the seeds both cells share) and the paper's best of those (APPNP's published
+    82.9 on Cora)."""
     results = results_of(workdir, BETA, beta_means())
-    assert claims(results, studies.CLAIM_BETA_SOTA)["cora"] == (
-        "holds", "lowest in [0.65, 0.95]: 83.20 at beta=0.95; state of the art (our best Table 2 baseline): APPNP 83.00")
+    verdict, evidence = claims(results, studies.CLAIM_BETA_SOTA)["cora"]
+    assert verdict == "holds", evidence
+    assert evidence.startswith("lowest in [0.65, 0.95]: 83.20 at beta=0.95; our best Table 2 baseline APPNP: "
+                               "83.20 vs 83.00 on 20 shared seeds (paired p = ")
+    assert evidence.endswith("reached; the paper's best Table 2 baseline APPNP 82.9, reached")
     verdict, evidence = claims(results, studies.CLAIM_BETA_CAD)["cora"]
     assert verdict == "holds" and evidence.startswith("best beta=0.8 84.00 vs beta=1.0 82.00, paired t-test by seed p = ")
-    # 0.5 is outside the claim's interval; 0.65 below the state of the art is not
+    # 0.5 is outside the claim's interval; 0.65 below our line but on the paper's; then below both
     assert claims(results_of(workdir, BETA, beta_means(b50=70.0)), studies.CLAIM_BETA_SOTA)["cora"][0] == "holds"
-    assert claims(results_of(workdir, BETA, beta_means(b65=82.9)), studies.CLAIM_BETA_SOTA)["cora"][0] == "does not hold"
+    assert claims(results_of(workdir, BETA, beta_means(b65=82.9)), studies.CLAIM_BETA_SOTA)["cora"][0] == \
+        "holds against the paper's best baseline, not ours"
+    assert claims(results_of(workdir, BETA, beta_means(b65=82.8)), studies.CLAIM_BETA_SOTA)["cora"][0] == "does not hold"
 
 
 def test_table3s_claim_compares_adacad_with_every_other_aggregation(workdir):
