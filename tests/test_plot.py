@@ -349,3 +349,19 @@ def test_a_method_keeps_its_colour_across_figures_and_the_papers_points_are_draw
     assert list(ranges[True].get_ydata()) == [paper["ranges"]["cora"]["gcn"][2][0]]
     assert "the paper's (hollow)" in [t.get_text() for t in drawn["figure2_label_rates"].legends[0].get_texts()]
     matplotlib.pyplot.close("all")
+
+
+def test_figure_b4_draws_the_state_of_the_art_twice_ours_and_the_papers():
+    """Our best Table 2 baseline here (APPNP 83.3) and the paper's best of them (GAT's published
+    83.1), as the claims check them, and CAD alone from Table 3's cell."""
+    from pipeline.report import studies
+
+    def summary(mean, paper=None):
+        return {"test_acc": {"mean": mean}, "runs": 100, **({"paper": {"mean": paper, "std": 0.5}} if paper else {})}
+
+    summaries = {"cora": {"appnp": summary(83.3, 82.9), "gat": summary(82.6, 83.1), "cad": summary(83.75)}}
+    lines = plot.beta_lines(studies.Results({}, summaries, {}), "cora")
+    assert [(level, text) for level, text, _ in lines] == [
+        (83.3, "state of the art (our best Table 2 baseline): APPNP"),
+        (83.1, "state of the art (the paper's best Table 2 baseline): GAT"),
+        (83.75, r"CAD only ($\beta$ = 1): CAD")]
