@@ -74,6 +74,16 @@ def test_a_claim_compares_on_the_seeds_both_cells_have(workdir):
     assert evidence.startswith("79.00 vs GCN 80.00 on 20 shared seeds (paired p = ")
 
 
+def test_the_narrow_widths_at_more_epochs_are_checked_as_a_claim_of_ours_beside_figure_1(workdir):
+    longer = {"hidden_units_epochs": {**HIDDEN["hidden_units"], "settings": {"epochs": 400}, "grid": {"hidden": [16, 32]}}}
+    means = {grid_cell("hidden_units_epochs", m, hidden=h): v for (m, h), v in {
+        ("cadnet", 16): 82.0, ("gcn", 16): 81.0, ("appnp", 16): 81.5,
+        ("cadnet", 32): 83.0, ("gcn", 32): 81.0, ("appnp", 32): 83.5}.items()}
+    verdict, evidence = claims(results_of(workdir, longer, means), studies.CLAIM_HIDDEN_EPOCHS)["cora"]
+    assert verdict == "does not hold" and "hidden=32: 83.00 vs APPNP 83.50" in evidence
+    assert studies.CLAIM_HIDDEN_EPOCHS.endswith("(ours, beside Figure 1)")
+
+
 def test_a_rival_no_test_separates_from_cadnet_is_a_tie_not_a_win(workdir):
     """Ahead by 0.1 with seeds that scatter: p well above 0.05, so "tied with" the rival, at
     that point of the claim; a clear lead elsewhere does not make the claim hold."""
