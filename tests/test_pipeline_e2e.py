@@ -594,7 +594,10 @@ def test_the_readmes_batch_system_cluster_submits_jobs_whose_workers_join(projec
         script = next(jobs.iterdir()).read_text()
         address = json.loads(scheduler_file.read_text())["address"]
         assert "#SBATCH --cpus-per-task=16" in script and "#SBATCH --mem=60G" in script and "#SBATCH -t 04:00:00" in script
-        assert f"{sys.executable} -m distributed.cli.dask_worker {address}" in script, script
+        worker_line = next(line for line in script.splitlines() if "-m distributed.cli.dask_worker" in line)
+        interpreter, rest = worker_line.split(" -m distributed.cli.dask_worker ", 1)
+        assert Path(interpreter).resolve() == Path(sys.executable).resolve(), script  # this environment's python
+        assert rest.startswith(address), script
         assert "--nthreads 1" in script and "--nworkers 16" in script, script
         worker = subprocess.Popen(["bash", "-c", script.replace("--nworkers 16", "--nworkers 1")], cwd=project.root,
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
