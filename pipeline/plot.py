@@ -287,7 +287,7 @@ def beta_lines(results: studies.Results, dataset: str) -> list[tuple[float, str,
         best = max(baselines, key=lambda m: baselines[m]["test_acc"]["mean"])
         lines.append((baselines[best]["test_acc"]["mean"], f"state of the art (our best Table 2 baseline): "
                       f"{REGISTRY[best].label}", "tab:gray"))
-    published = {m: s["paper"]["mean"] for m, s in baselines.items() if isinstance(s.get("paper"), dict)}
+    published = studies.published_means(baselines)
     if published:
         best = max(published, key=published.get)
         lines.append((published[best], f"state of the art (the paper's best Table 2 baseline): "

@@ -519,6 +519,20 @@ def _wait_for_file(path: Path, *processes: subprocess.Popen) -> None:
         time.sleep(0.1)
 
 
+def _wait_for_workers(address: str, count: int, *processes: subprocess.Popen) -> None:
+    """Until ``count`` workers have joined the scheduler at ``address``, however slow the machine;
+    a process that ends first fails the test with its stderr."""
+    from distributed import Client
+
+    with Client(address) as client:
+        while len(client.scheduler_info()["workers"]) < count:
+            for process in processes:
+                if process.poll() is not None:
+                    said = process.stderr.read()[-3000:] if process.stderr else ""
+                    raise AssertionError(f"{process.args} exited {process.returncode}: {said}")
+            time.sleep(0.1)
+
+
 def test_the_readmes_local_cluster_trains_the_seeds_a_local_run_trains(project):
     """The README's cluster, verbatim: `python -m pipeline.cluster local --workers 2` (two Dask
     workers here), then `export CADNET_CLUSTER=...` and `dvc repro`: the three families whose
@@ -555,6 +569,7 @@ def test_the_readmes_cluster_by_hand_serves_the_train_stage(project):
     try:
         _wait_for_file(scheduler_file, scheduler)
         workers = _serve(project, "dask worker --scheduler-file cluster.json --nthreads 1 --nworkers 2", env)
+        _wait_for_workers(json.loads(scheduler_file.read_text())["address"], 2, workers, scheduler)
         proc = subprocess.run([sys.executable, "-m", "pipeline.train", "pubmed", "rw"], cwd=project.root,
                               env=dict(project.env, CADNET_CLUSTER=str(scheduler_file)), capture_output=True, text=True)
     finally:
@@ -601,10 +616,7 @@ def test_the_readmes_batch_system_cluster_submits_jobs_whose_workers_join(projec
         assert "--nthreads 1" in script and "--nworkers 16" in script, script
         worker = subprocess.Popen(["bash", "-c", script.replace("--nworkers 16", "--nworkers 1")], cwd=project.root,
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        from distributed import Client
-
-        with Client(address, timeout="60s") as client:
-            client.wait_for_workers(1, timeout=300)
+        _wait_for_workers(address, 1, worker, cluster)
     finally:
         if worker is not None:
             os.killpg(worker.pid, signal.SIGTERM)

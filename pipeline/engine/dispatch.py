@@ -31,6 +31,7 @@ from typing import Callable, Iterator, NamedTuple
 from pipeline import config
 from pipeline.engine.device import device_label, resolve_device_name
 from pipeline.engine.loop import Replica, TrainingError, train_replicas
+from pipeline.engine.plan import workers_side_by_side
 
 CLUSTER_VARIABLE = "CADNET_CLUSTER"
 CONNECT_SECONDS = 20  # for the scheduler to answer
@@ -130,8 +131,8 @@ class LocalEngine:
         where a worker process loads the graph from. No chunk starts once ``may_start`` says no."""
         from joblib import Parallel, delayed
 
-        side_by_side = not any(c.batched for c in chunks) and resolve_device_name(device_setting) == "cpu"
-        if not side_by_side or self.n_jobs == 1 or len(chunks) == 1:
+        single = not any(c.batched for c in chunks)
+        if workers_side_by_side(single, resolve_device_name(device_setting), self.n_jobs) == 1 or len(chunks) == 1:
             for index, chunk in enumerate(chunks):
                 if not may_start(chunk):
                     return
@@ -236,17 +237,15 @@ class ClusterEngine:
         slots = 2 * max(1, sum(self.client.nthreads().values()))
         todo = list(enumerate(chunks))[::-1]
         running = as_completed(loop=self.client.loop)
-        index_of: dict = {}
-        submitted: list = []
+        in_flight: dict = {}  # each future handed over and not yet yielded: its chunk's index
 
         def hand_over() -> None:
-            while todo and running.count() < slots and may_start(todo[-1][1]):
+            while todo and len(in_flight) < slots and may_start(todo[-1][1]):
                 index, chunk = todo.pop()
                 future = self.client.submit(_run_on_worker, chunk, graph_key, graph_future, device_setting, pure=False)
-                index_of[future.key] = index
-                submitted.append(future)
+                in_flight[future] = index
                 running.add(future)
-            if todo and running.count() == 0:  # the deadline: nothing runs, nothing more starts
+            if todo and not in_flight:  # the deadline: nothing runs, nothing more starts
                 todo.clear()
 
         hand_over()
@@ -260,11 +259,11 @@ class ClusterEngine:
                 except FutureCancelledError:
                     raise TrainingError("the cluster cancelled a chunk (its scheduler or client went away); "
                                         "the chunks that came back are saved, run it again") from None
-                yield index_of.pop(future.key), records
+                yield in_flight.pop(future), records
                 future.release()
                 hand_over()
         finally:  # an error or Ctrl-C: the chunks not finished are not wanted
-            self.client.cancel([future for future in submitted if not future.done()])
+            self.client.cancel(list(in_flight))
             graph_future.release()
 
     def close(self) -> None:
