@@ -39,7 +39,8 @@ RUNS = {method: ("loop", "splits") for method in REGISTRY}
 RUNS.update({"cadnet, random splits": ("loop", "splits"), "gcn, features as read": ("loop", "splits", "features"),
              "graph from raw files": ("graph",)})
 # the baselines' sparse implementation (pipeline/models/sparse_baselines.py)
-RUNS.update({f"{method}, sparse": ("loop", "splits") for method in ("gcn", "sgc", "appnp", "gdc")})
+RUNS.update({f"{method}, sparse": ("loop", "splits") for method in ("gcn", "sgc", "appnp", "gdc", "cheb", "sage",
+                                                                    "jknet", "gat")})
 RUNS["sgc, sparse weights first"] = ("loop", "splits")  # SGC's other order of products
 
 

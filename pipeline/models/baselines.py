@@ -38,7 +38,7 @@ from torch_geometric.utils import dropout_edge, remove_self_loops, scatter
 from pipeline.errors import ConfigError
 from pipeline.models import methods
 from pipeline.models.methods import (AGNNSettings, APPNPSettings, ChebSettings, GATSettings, GCNSettings,
-                                     GDCSettings, JKSettings, Layered, MixHopSettings, SGCSettings, UNetSettings,
+                                     GDCSettings, JKSettings, MixHopSettings, SAGESettings, SGCSettings, UNetSettings,
                                      independent_of_chunk)
 from pipeline.models.registry import REGISTRY, from_settings
 from pipeline.models.seeds import NetOutput, StackedSeeds
@@ -219,7 +219,7 @@ def gcn(in_features: int, classes: int, cfg: GCNSettings, num_nodes: int) -> Con
 
 
 @network("sage")
-def sage(in_features: int, classes: int, cfg: Layered, num_nodes: int) -> ConvStack:
+def sage(in_features: int, classes: int, cfg: SAGESettings, num_nodes: int) -> ConvStack:
     return ConvStack([SAGEConv(a, b) for a, b in layer_widths(in_features, classes, cfg.hidden, cfg.layers)], cfg.p_drop)
 
 

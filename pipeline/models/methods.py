@@ -93,7 +93,7 @@ PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class",
 IMPLEMENTATIONS = ("vmap", "sparse")
 # The version of each sparse network (pipeline.engine.spec; the vmapped one is version 1): bump
 # it when a change moves that network's numbers. SGC 2: the propagated features computed once.
-SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1}
+SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1, "cheb": 1, "sage": 1, "jknet": 1, "gat": 1}
 # SGC's orders of products (its ``product_order`` setting; sparse_baselines.SparseSGC)
 PRODUCT_ORDERS = ("propagated_first", "weights_first")
 # MixHop's widths: one per power 0, 1, 2 (0 leaves the power out)
@@ -150,12 +150,12 @@ class Layered(Hidden):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ChebSettings(Hidden):
+class ChebSettings(Sparse, Hidden):
     K: int = setting()  # the Chebyshev filter size (PyG's ChebConv K)
 
 
 @dataclass(frozen=True, kw_only=True)
-class JKSettings(Hidden):
+class JKSettings(Sparse, Hidden):
     layers: int = setting(integer(1, 64))
 
 
@@ -190,12 +190,17 @@ class GCNSettings(Sparse, Layered):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SAGESettings(Sparse, Layered):
+    """GraphSAGE: :class:`Layered`, and its sparse implementation."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class AGNNSettings(Hidden):
     prop_layers: int = setting(integer(1, 64), default=2)
 
 
 @dataclass(frozen=True, kw_only=True)
-class GATSettings(Layered):
+class GATSettings(Sparse, Layered):
     heads: int = setting(integer(1))
     output_heads: int = setting(integer(1))
 
@@ -233,7 +238,7 @@ def baseline(name: str, label: str, settings: type, batched: bool = True, range_
 # In Table 2's order
 baseline("cheb", "Cheby", ChebSettings, range_key="K")
 baseline("gcn", "GCN", GCNSettings, range_key="layers")
-baseline("sage", "SAGE", Layered, range_key="layers")
+baseline("sage", "SAGE", SAGESettings, range_key="layers")
 baseline("jknet", "JK", JKSettings, range_key="layers")
 baseline("mixhop", "MixHop", MixHopSettings)
 baseline("sgc", "SGC", SGCSettings, range_key="K")

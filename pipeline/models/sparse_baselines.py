@@ -1,4 +1,4 @@
-r"""GCN, SGC, APPNP and GDC with seeds as a batch dimension, as sparse products
+r"""The baselines with seeds as a batch dimension, as sparse products
 (``method_hparams.<baseline>[.<dataset>].implementation: sparse``).
 
 These four networks are linear in their neighbours: every propagation is :math:`\hat{A} H`
@@ -27,8 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
-from pipeline.models.adacad_batched import StackedSparseFeatures
+from pipeline.models.adacad_batched import BlockDiagonalGraph, StackedSparseFeatures
 from pipeline.models.methods import PRODUCT_ORDERS
 from pipeline.models.seeds import NetOutput, SeedStreams, StackedSeeds, dropout
 
@@ -103,6 +104,23 @@ def add_bias(h: Tensor, b: Tensor) -> Tensor:
     return _SeedBias.apply(h, b)
 
 
+class _SeedScores(torch.autograd.Function):
+    """GAT's per-node attention scores ``(x * a).sum(-1)`` for ``x`` ``[N, S, H, C]`` and ``a``
+    ``[S, H, C]``, whose gradient for ``a`` sums over the nodes along each seed's own contiguous
+    row, as :class:`_SeedBias` does for a bias."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, a: Tensor) -> Tensor:
+        ctx.save_for_backward(x, a)
+        return (x * a).sum(-1)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, a = ctx.saved_tensors
+        grad = grad.unsqueeze(-1)
+        return grad * a, (x * grad).movedim(0, -1).contiguous().sum(-1)
+
+
 def _stack(tensors: list[Tensor], dim: int = 0) -> torch.nn.Parameter:
     return torch.nn.Parameter(torch.stack([t.detach() for t in tensors], dim=dim))
 
@@ -127,12 +145,17 @@ class SparseSeeds(StackedSeeds):
         return self
 
     def first_layer(self, p_drop: float = 0.0) -> Tensor:
-        """``dropout(X) @ W_s`` for every seed ``[N, S, H]``, each seed's mask on X's stored
-        entries from its own stream; without dropout one product with the seeds side by side."""
+        """``dropout(X) @ W_s`` for every seed ``[N, S, H]`` (``w_in``)."""
+        return self.features_times(self.w_in, p_drop)
+
+    def features_times(self, weight: Tensor, p_drop: float = 0.0) -> Tensor:
+        """``dropout(X) @ weight[:, s]`` for every seed s (``weight``: ``[F, S, H]``), each seed's
+        mask on X's stored entries from its own stream; without dropout one product with the
+        seeds side by side."""
         if self.training and p_drop > 0:
-            return self.features.matmul(self.w_in, p_drop, self.streams)
-        F_in, S, H = self.w_in.shape
-        return torch.sparse.mm(self.x, self.w_in.reshape(F_in, S * H)).view(-1, S, H)
+            return self.features.matmul(weight, p_drop, self.streams)
+        F_in, S, H = weight.shape
+        return torch.sparse.mm(self.x, weight.reshape(F_in, S * H)).view(-1, S, H)
 
     def dropout(self, h: Tensor, p: float) -> Tensor:
         return dropout(h, p, self.streams) if self.training and p > 0 else h
@@ -276,6 +299,198 @@ class SparseSGC(StackedSeeds):
         return NetOutput(log_probs, logits.new_zeros(S), logits.new_ones(self.n, S))
 
 
+def _layer_products(h: Tensor, weight: Tensor) -> Tensor:
+    """``h @ weight[s]`` for every seed: ``[N, S, D]`` by ``[S, D, O]`` -> ``[N, S, O]``."""
+    return torch.einsum("nsd,sdo->nso", h, weight)
+
+
+class SparseChebStack(SparseSeeds):
+    r""":class:`pipeline.models.baselines.ConvStack` of PyG ``ChebConv`` layers (ChebNet,
+    Defferrard et al. 2016, Eq. 5): each layer :math:`\sum_{k<K} T_k(\tilde{L}) H W_k + b`, with
+    :math:`\tilde{L} = 2L/\lambda_{max} - I` for the symmetric normalised Laplacian and
+    :math:`\lambda_{max} = 2` (ChebConv's defaults: :math:`-D^{-1/2} A D^{-1/2}`), ReLU and
+    dropout between layers, no input dropout (PyG's ``benchmark/citation/cheb.py``).
+
+    PyG propagates the input, :math:`T_k(\tilde{L}) X`, at the input's width (Cora's 1,433
+    columns, dense); here every :math:`Y_k = H W_k` comes first (for the sparse features, one
+    product for all k and seeds) and the sum is Clenshaw's recurrence on them,
+    :math:`b_k = Y_k + 2 \tilde{L} b_{k+1} - b_{k+2}`, output :math:`Y_0 + \tilde{L} b_1 - b_2`:
+    K - 1 sparse products at the layer's output width. The same function, rounded differently."""
+
+    SEED_AXIS = {"w_in": 1}
+
+    def __init__(self, models: list, x: Tensor, edge_index: Tensor, seeds: list[int]):
+        super().__init__(x, seeds)
+        convs = [m.convs for m in models]
+        first = convs[0][0]
+        index, weight = first.__norm__(edge_index, x.size(0), None, first.normalization,
+                                       torch.tensor(2.0), dtype=torch.float32)
+        self.graph, self.p_drop = FixedGraph(index, weight, x.size(0)), models[0].p_drop
+        self.K = len(first.lins)
+        # [F, S, K, H]: one product of the sparse features gives every Y_k of every seed
+        self.w_in = _stack([torch.stack([lin.weight.t() for lin in c[0].lins], dim=1) for c in convs], dim=1)
+        self.weights = torch.nn.ParameterList(_stack([torch.stack([lin.weight.t() for lin in c[k].lins])
+                                                      for c in convs]) for k in range(1, len(convs[0])))
+        self.biases = torch.nn.ParameterList(_stack([c[k].bias for c in convs]) for k in range(len(convs[0])))
+
+    def to(self, device):
+        super().to(device)
+        self.graph.to(device)
+        return self
+
+    def chebyshev_sum(self, ys: list[Tensor], bias: Tensor) -> Tensor:
+        r""":math:`\sum_k T_k(\tilde{L}) Y_k + b` from the K ``ys`` ``[N, S, O]`` (Clenshaw)."""
+        later = nearer = torch.zeros_like(ys[0])  # b_{k+2}, b_{k+1}
+        for k in range(self.K - 1, 0, -1):
+            later, nearer = nearer, ys[k] + 2 * self.graph.propagate(nearer) - later
+        return add_bias(ys[0] + self.graph.propagate(nearer) - later, bias)
+
+    def forward(self) -> NetOutput:
+        F_in, S, K, H = self.w_in.shape
+        ys = self.features_times(self.w_in.view(F_in, S, K * H)).view(-1, S, K, H).unbind(2)
+        h = self.chebyshev_sum(ys, self.biases[0])
+        for w, b in zip(self.weights, self.biases[1:]):
+            h = self.dropout(F.relu(h), self.p_drop)
+            # one product per k, each reducing over the layer's input width only: one einsum
+            # over k as well would reduce over (k, width) in the backward, whose blocking (so its
+            # last bits) changes with the number of seeds beside a seed
+            h = self.chebyshev_sum([_layer_products(h, w[:, k]) for k in range(K)], b)
+        return self.output(h)
+
+
+class SparseSAGE(SparseSeeds):
+    r""":class:`pipeline.models.baselines.ConvStack` of PyG ``SAGEConv`` layers (GraphSAGE-mean,
+    Hamilton et al. 2017, Alg. 1 with the root's own term as PyG writes it):
+    :math:`\mathrm{mean}_{j \to i}(h_j) W_l + b + h_i W_r`, the mean one sparse product with
+    :math:`D_{in}^{-1} A` (a node without neighbours gets 0, as PyG's mean), taken after the
+    product with :math:`W_l` (the same function at the layer's output width)."""
+
+    SEED_AXIS = {"w_in": 1, "w_root": 1}
+
+    def __init__(self, models: list, x: Tensor, edge_index: Tensor, seeds: list[int]):
+        super().__init__(x, seeds)
+        convs = [m.convs for m in models]
+        source, target = edge_index
+        degree = torch.bincount(target, minlength=x.size(0)).float()
+        self.graph = FixedGraph(edge_index, 1.0 / degree[target], x.size(0))
+        self.p_drop = models[0].p_drop
+        self.w_in = _stack([c[0].lin_l.weight.t() for c in convs], dim=1)
+        self.w_root = _stack([c[0].lin_r.weight.t() for c in convs], dim=1)
+        later = range(1, len(convs[0]))
+        self.neighbours = torch.nn.ParameterList(_stack([c[k].lin_l.weight.t() for c in convs]) for k in later)
+        self.roots = torch.nn.ParameterList(_stack([c[k].lin_r.weight.t() for c in convs]) for k in later)
+        self.biases = torch.nn.ParameterList(_stack([c[k].lin_l.bias for c in convs]) for k in range(len(convs[0])))
+
+    def to(self, device):
+        super().to(device)
+        self.graph.to(device)
+        return self
+
+    def forward(self) -> NetOutput:
+        both = self.features_times(torch.cat([self.w_in, self.w_root], dim=2))  # [N, S, 2 H]
+        neighbours, root = both.split(self.w_in.size(2), dim=2)
+        h = add_bias(self.graph.propagate(neighbours), self.biases[0]) + root
+        for w_l, w_r, b in zip(self.neighbours, self.roots, self.biases[1:]):
+            h = self.dropout(F.relu(h), self.p_drop)
+            h = add_bias(self.graph.propagate(_layer_products(h, w_l)), b) + _layer_products(h, w_r)
+        return self.output(h)
+
+
+class SparseJKNet(SparseSeeds):
+    r""":class:`pipeline.models.baselines.JKNet`: ``layers`` GCN layers :math:`\hat{A} H W + b`,
+    each followed by ReLU and dropout, their outputs concatenated, then a linear classifier."""
+
+    SEED_AXIS = {"w_in": 1}
+
+    def __init__(self, models: list, x: Tensor, graph: FixedGraph, seeds: list[int]):
+        super().__init__(x, seeds)
+        convs = [m.convs for m in models]
+        self.graph, self.p_drop = graph, models[0].p_drop
+        self.w_in = _stack([c[0].lin.weight.t() for c in convs], dim=1)
+        self.weights = torch.nn.ParameterList(_stack([c[k].lin.weight.t() for c in convs])
+                                              for k in range(1, len(convs[0])))
+        self.biases = torch.nn.ParameterList(_stack([c[k].bias for c in convs]) for k in range(len(convs[0])))
+        self.w_out = _stack([m.lin.weight.t() for m in models])
+        self.b_out = _stack([m.lin.bias for m in models])
+
+    def to(self, device):
+        super().to(device)
+        self.graph.to(device)
+        return self
+
+    def forward(self) -> NetOutput:
+        h = self.dropout(F.relu(add_bias(self.graph.propagate(self.first_layer()), self.biases[0])), self.p_drop)
+        outs = [h]
+        for w, b in zip(self.weights, self.biases[1:]):
+            h = self.dropout(F.relu(add_bias(self.graph.propagate(_layer_products(h, w)), b)), self.p_drop)
+            outs.append(h)
+        return self.output(add_bias(_layer_products(torch.cat(outs, dim=2), self.w_out), self.b_out))
+
+
+class SparseGAT(SparseSeeds):
+    r""":class:`pipeline.models.baselines.GAT` of PyG ``GATConv`` layers (Veličković et al. 2018,
+    Eqs. 1-4): per head, :math:`\alpha_{ij} = \mathrm{softmax}_j \mathrm{LeakyReLU}(a_{dst}^\top W h_i
+    + a_{src}^\top W h_j)` over i's incoming edges and its self-loop, attention dropout, then
+    :math:`\sum_j \alpha_{ij} W h_j`; heads concatenated (the last layer: averaged), plus bias.
+
+    The S seeds' H heads are S x H blocks of one block-diagonal sparse matrix
+    (:class:`pipeline.models.adacad_batched.BlockDiagonalGraph`, as CAD-Net's transitions): the
+    attention logits are gathers of the per-node scores at its entries, the softmax runs over its
+    CSR rows (PyG's ``softmax`` with ``ptr``), and the aggregation is one sparse product with
+    ``[N x S x H, C]``, whose gradient for the attention is a sampled product at the entries. PyG's
+    message passing instead writes ``[E, S, H, C]`` messages per layer. Each seed's attention
+    dropout is drawn from its own stream, per edge and head."""
+
+    SEED_AXIS = {"w_in": 1}
+    NEGATIVE_SLOPE = 0.2  # GATConv's default
+
+    def __init__(self, models: list, x: Tensor, edge_index: Tensor, seeds: list[int]):
+        super().__init__(x, seeds)
+        convs = [m.convs for m in models]
+        self.p_drop = models[0].p_drop
+        self.shapes = [(c.heads, c.out_channels, c.concat) for c in convs[0]]  # (H, C, concat) per layer
+        self.w_in = _stack([c[0].lin.weight.t() for c in convs], dim=1)
+        layers = range(len(convs[0]))
+        self.weights = torch.nn.ParameterList(_stack([c[k].lin.weight.t() for c in convs]) for k in layers[1:])
+        self.att_src = torch.nn.ParameterList(_stack([c[k].att_src[0] for c in convs]) for k in layers)
+        self.att_dst = torch.nn.ParameterList(_stack([c[k].att_dst[0] for c in convs]) for k in layers)
+        self.biases = torch.nn.ParameterList(_stack([c[k].bias for c in convs]) for k in layers)
+        num_nodes, S = x.size(0), len(seeds)
+        self.edge_index = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=num_nodes)[0]
+        self.graphs = {H: BlockDiagonalGraph(self.edge_index, num_nodes, S * H, "push") for H, _, _ in self.shapes}
+
+    def to(self, device):
+        super().to(device)
+        for graph in self.graphs.values():
+            graph.to(device)
+        return self
+
+    def attend(self, k: int, xw: Tensor) -> Tensor:
+        """Layer k's attention and aggregation of the projected ``xw`` ``[N, S, H x C]``."""
+        H, C, concat = self.shapes[k]
+        n, S = xw.shape[:2]
+        xw = xw.view(n, S, H, C)
+        graph, layout = self.graphs[H], self.graphs[H].forward_layout
+        score_src = _SeedScores.apply(xw, self.att_src[k]).reshape(-1)  # [N S H]: i S H + s H + h
+        score_dst = _SeedScores.apply(xw, self.att_dst[k]).reshape(-1)
+        # CSR rows are the messages' targets i, columns their sources j (``push``)
+        logits = F.leaky_relu(score_src[layout.col] + score_dst[layout.row], self.NEGATIVE_SLOPE)
+        alpha = softmax(logits, ptr=layout.crow)
+        if self.training and self.p_drop > 0:
+            draws = self.streams.uniform((self.edge_index.size(1), H), seed_dim=1)  # [E, S, H]
+            alpha = alpha * (graph.in_csr_order(draws) >= self.p_drop) * (1.0 / (1.0 - self.p_drop))
+        out = graph.diffuse(xw.reshape(n, S * H, C), alpha, 1).view(n, S, H, C)
+        out = out.reshape(n, S, H * C) if concat else out.mean(2)
+        return add_bias(out, self.biases[k])
+
+    def forward(self) -> NetOutput:
+        h = self.attend(0, self.first_layer(self.p_drop))
+        for k, w in enumerate(self.weights, start=1):
+            h = self.dropout(F.elu(h), self.p_drop)
+            h = self.attend(k, _layer_products(h, w))
+        return self.output(h)
+
+
 def build_sparse(name: str, models: list, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
                  seeds: list[int]) -> StackedSeeds:
     """The sparse batched network of baseline ``name`` from its seeds' one-seed ``models``:
@@ -284,6 +499,9 @@ def build_sparse(name: str, models: list, x: Tensor, edge_index: Tensor, edge_we
     num_nodes = x.size(0)
     if name == "gdc":
         return SparseConvStack(models, x, FixedGraph(edge_index, edge_weight, num_nodes), seeds)
+    on_edges = {"cheb": SparseChebStack, "sage": SparseSAGE, "gat": SparseGAT}
+    if name in on_edges:
+        return on_edges[name](models, x, edge_index, seeds)
     graph = FixedGraph.gcn_normalised(edge_index, num_nodes)
-    network = {"gcn": SparseConvStack, "appnp": SparseAPPNP, "sgc": SparseSGC}[name]
+    network = {"gcn": SparseConvStack, "appnp": SparseAPPNP, "sgc": SparseSGC, "jknet": SparseJKNet}[name]
     return network(models, x, graph, seeds)
