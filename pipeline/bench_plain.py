@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import AGNNConv, GraphUNet
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import dropout_edge, remove_self_loops
+from torch_geometric.utils import add_self_loops, dropout_edge, remove_self_loops, softmax
 
 from pipeline.models.baselines import baseline_inputs
 
@@ -103,6 +103,122 @@ class PlainAPPNP(torch.nn.Module):
         return z.view(self.x.size(0), self.S, -1).transpose(0, 1)
 
 
+def seeds_first(h: Tensor, seeds: int) -> Tensor:
+    """[N, S x D] -> [S, N, D]."""
+    return h.view(h.size(0), seeds, -1).transpose(0, 1)
+
+
+def side_by_side(h: Tensor) -> Tensor:
+    """[S, N, D] -> [N, S x D]."""
+    return h.transpose(0, 1).reshape(h.size(1), -1)
+
+
+def chebyshev_terms(lap: Tensor, x: Tensor, K: int) -> list[Tensor]:
+    """T_0(L) x .. T_{K-1}(L) x by the recurrence T_k = 2 L T_{k-1} - T_{k-2}."""
+    terms = [x] + ([torch.sparse.mm(lap, x)] if K > 1 else [])
+    while len(terms) < K:
+        terms.append(2 * torch.sparse.mm(lap, terms[-1]) - terms[-2])
+    return terms
+
+
+class PlainCheb(torch.nn.Module):
+    """ChebNet as PyG's ChebConv computes it: the terms T_k(L) H at the layer's input width (the
+    input's, sparse, propagated once: it has no dropout), then sum_k T_k(L) H W_k + b; ReLU,
+    dropout, a second such layer. L = -D^-1/2 A D^-1/2 (ChebConv's scaled Laplacian)."""
+
+    def __init__(self, x: Tensor, lap: Tensor, hidden: int, classes: int, K: int, p_drop: float, seeds: int):
+        super().__init__()
+        self.lap, self.K, self.p, self.S = lap, K, p_drop, seeds
+        self.terms = chebyshev_terms(lap.to_sparse_coo(), x, K)
+        self.w1, self.b1 = glorot(K, x.size(1), seeds * hidden), torch.nn.Parameter(torch.zeros(seeds * hidden))
+        self.w2, self.b2 = glorot(K, seeds, hidden, classes), torch.nn.Parameter(torch.zeros(seeds, 1, classes))
+
+    def forward(self) -> Tensor:
+        h = sum(torch.sparse.mm(t, w) for t, w in zip(self.terms, self.w1)) + self.b1
+        h = F.dropout(F.relu(h), self.p, self.training)
+        terms = chebyshev_terms(self.lap, h, self.K)
+        return sum(torch.bmm(seeds_first(t, self.S), w) for t, w in zip(terms, self.w2)) + self.b2
+
+
+class PlainSAGE(torch.nn.Module):
+    """GraphSAGE-mean as PyG's SAGEConv computes it: the neighbours' mean first (the input's once:
+    it has no dropout), then mean(H) W_l + b + H W_r; ReLU, dropout, a second such layer."""
+
+    def __init__(self, x: Tensor, mean: Tensor, hidden: int, classes: int, p_drop: float, seeds: int):
+        super().__init__()
+        self.x, self.mean, self.p, self.S = x, mean, p_drop, seeds
+        self.mean_x = torch.sparse.mm(mean.to_sparse_coo(), x)
+        self.wl1, self.wr1 = glorot(x.size(1), seeds * hidden), glorot(x.size(1), seeds * hidden)
+        self.b1 = torch.nn.Parameter(torch.zeros(seeds * hidden))
+        self.wl2, self.wr2 = glorot(seeds, hidden, classes), glorot(seeds, hidden, classes)
+        self.b2 = torch.nn.Parameter(torch.zeros(seeds, 1, classes))
+
+    def forward(self) -> Tensor:
+        h = torch.sparse.mm(self.mean_x, self.wl1) + self.b1 + torch.sparse.mm(self.x, self.wr1)
+        h = F.dropout(F.relu(h), self.p, self.training)
+        return torch.bmm(seeds_first(self.mean @ h, self.S), self.wl2) + self.b2 + torch.bmm(seeds_first(h, self.S), self.wr2)
+
+
+class PlainJK(torch.nn.Module):
+    """JK-Net: GCN layers A H W + b, each with ReLU and dropout, concatenated, then a Linear."""
+
+    def __init__(self, x: Tensor, a: Tensor, hidden: int, classes: int, p_drop: float, layers: int, seeds: int):
+        super().__init__()
+        self.x, self.a, self.p, self.S = x, a, p_drop, seeds
+        self.w1, self.b1 = glorot(x.size(1), seeds * hidden), torch.nn.Parameter(torch.zeros(seeds * hidden))
+        self.ws = torch.nn.ParameterList(glorot(seeds, hidden, hidden) for _ in range(layers - 1))
+        self.bs = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(seeds * hidden)) for _ in range(layers - 1))
+        self.w_out, self.b_out = glorot(seeds, layers * hidden, classes), torch.nn.Parameter(torch.zeros(seeds, 1, classes))
+
+    def forward(self) -> Tensor:
+        h = F.dropout(F.relu(self.a @ torch.sparse.mm(self.x, self.w1) + self.b1), self.p, self.training)
+        outs = [seeds_first(h, self.S)]
+        for w, b in zip(self.ws, self.bs):
+            h = F.dropout(F.relu(self.a @ side_by_side(torch.bmm(outs[-1], w)) + b), self.p, self.training)
+            outs.append(seeds_first(h, self.S))
+        return torch.bmm(torch.cat(outs, dim=2), self.w_out) + self.b_out
+
+
+class PlainGAT(torch.nn.Module):
+    """GAT as PyG's GATConv computes it, S seeds at once: dropout on X, per head the scores
+    a_src . W h_j + a_dst . W h_i on every edge (self-loops added), LeakyReLU(0.2), softmax over
+    each node's incoming edges, dropout, the messages alpha_ij W h_j summed at i; heads
+    concatenated, ELU, dropout, a second layer with its heads averaged."""
+
+    def __init__(self, x: Tensor, edge_index: Tensor, hidden: int, heads: int, output_heads: int, classes: int,
+                 p_drop: float, seeds: int):
+        super().__init__()
+        self.x, self.p, self.S = x, p_drop, seeds
+        self.source, self.target = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=x.size(0))[0]
+        self.shapes = [(heads, hidden), (output_heads, classes)]
+        self.w1 = glorot(seeds, x.size(1), heads * hidden)
+        self.w2 = glorot(seeds, heads * hidden, output_heads * classes)
+        self.att_src = torch.nn.ParameterList(glorot(seeds, h, c) for h, c in self.shapes)
+        self.att_dst = torch.nn.ParameterList(glorot(seeds, h, c) for h, c in self.shapes)
+        self.b1 = torch.nn.Parameter(torch.zeros(seeds, 1, heads * hidden))
+        self.b2 = torch.nn.Parameter(torch.zeros(seeds, 1, classes))
+
+    def attend(self, layer: int, xw: Tensor) -> Tensor:  # [S, N, H x C] -> [S, N, H, C]
+        H, C = self.shapes[layer]
+        xw = xw.view(self.S, -1, H, C)
+        score_src = (xw * self.att_src[layer].unsqueeze(1)).sum(-1)  # [S, N, H]
+        score_dst = (xw * self.att_dst[layer].unsqueeze(1)).sum(-1)
+        e = F.leaky_relu(score_src[:, self.source] + score_dst[:, self.target], 0.2)
+        alpha = F.dropout(softmax(e, self.target, num_nodes=xw.size(1), dim=1), self.p, self.training)
+        return torch.zeros_like(xw).index_add_(1, self.target, xw[:, self.source] * alpha.unsqueeze(-1))
+
+    def forward(self) -> Tensor:
+        h = self.attend(0, torch.bmm(sparse_dropout(self.x, self.p, self.S), self.w1) if self.training
+                        else seeds_first(torch.sparse.mm(self.x, side_by_side_weight(self.w1)), self.S))
+        h = F.dropout(F.elu(h.flatten(2) + self.b1), self.p, self.training)
+        return self.attend(1, torch.bmm(h, self.w2)).mean(2) + self.b2
+
+
+def side_by_side_weight(w: Tensor) -> Tensor:
+    """[S, F, D] -> [F, S x D]."""
+    return w.transpose(0, 1).reshape(w.size(1), -1)
+
+
 class ExampleUNet(torch.nn.Module):
     """PyG's examples/graph_unet.py ``Net``, as written there: edge dropout, dropout on the dense
     features, GraphUNet(depth 3, pooling ratios 2000/N then 0.5). One seed: [1, N, C]."""
@@ -160,6 +276,18 @@ def plain_network(method: str, graph: dict, hp: dict, seeds: int) -> torch.nn.Mo
         return PlainSGC(x, gcn_adjacency(graph), hp["K"], classes, seeds)
     if method == "appnp":
         return PlainAPPNP(x, gcn_adjacency(graph), hp["hidden"], classes, hp["p_drop"], hp["K"], hp["ppr_alpha"], seeds)
+    n, edge_index = x.size(0), remove_self_loops(graph["edge_index"])[0]
+    if method == "cheb":
+        index, weight = gcn_norm(edge_index, num_nodes=n, add_self_loops=False)
+        return PlainCheb(x, csr(index, -weight, n), hp["hidden"], classes, hp["K"], hp["p_drop"], seeds)
+    if method == "sage" and hp.get("layers", 2) == 2:
+        degree = torch.bincount(edge_index[1], minlength=n).float()
+        mean = csr(edge_index, 1.0 / degree[edge_index[1]], n)
+        return PlainSAGE(x, mean, hp["hidden"], classes, hp["p_drop"], seeds)
+    if method == "jknet":
+        return PlainJK(x, gcn_adjacency(graph), hp["hidden"], classes, hp["p_drop"], hp["layers"], seeds)
+    if method == "gat" and hp.get("layers", 2) == 2:
+        return PlainGAT(x, edge_index, hp["hidden"], hp["heads"], hp["output_heads"], classes, hp["p_drop"], seeds)
     return None
 
 

@@ -23,13 +23,37 @@ def _load(plain, model, name):
         elif name == "appnp":
             plain.w1.copy_(model.lin1.weight.t()[None]), plain.b1.copy_(model.lin1.bias.view(1, 1, -1))
             plain.w2.copy_(model.lin2.weight.t()[None]), plain.b2.copy_(model.lin2.bias.view(1, 1, -1))
+        elif name == "cheb":
+            first, second = model.convs
+            for k in range(len(first.lins)):
+                plain.w1[k].copy_(first.lins[k].weight.t()), plain.w2[k].copy_(second.lins[k].weight.t()[None])
+            plain.b1.copy_(first.bias), plain.b2.copy_(second.bias.view(1, 1, -1))
+        elif name == "sage":
+            first, second = model.convs
+            plain.wl1.copy_(first.lin_l.weight.t()), plain.wr1.copy_(first.lin_r.weight.t())
+            plain.b1.copy_(first.lin_l.bias)
+            plain.wl2.copy_(second.lin_l.weight.t()[None]), plain.wr2.copy_(second.lin_r.weight.t()[None])
+            plain.b2.copy_(second.lin_l.bias.view(1, 1, -1))
+        elif name == "jknet":
+            plain.w1.copy_(model.convs[0].lin.weight.t()), plain.b1.copy_(model.convs[0].bias)
+            for conv, w, b in zip(model.convs[1:], plain.ws, plain.bs):
+                w.copy_(conv.lin.weight.t()[None]), b.copy_(conv.bias)
+            plain.w_out.copy_(model.lin.weight.t()[None]), plain.b_out.copy_(model.lin.bias.view(1, 1, -1))
+        elif name == "gat":
+            first, second = model.convs
+            plain.w1.copy_(first.lin.weight.t()[None]), plain.w2.copy_(second.lin.weight.t()[None])
+            for k, conv in enumerate(model.convs):
+                plain.att_src[k].copy_(conv.att_src), plain.att_dst[k].copy_(conv.att_dst)
+            plain.b1.copy_(first.bias.view(1, 1, -1)), plain.b2.copy_(second.bias.view(1, 1, -1))
         else:
             plain.w.copy_(model.conv.lin.weight.t()), plain.b.copy_(model.conv.lin.bias)
 
 
-@pytest.mark.parametrize("name", ["gcn", "sgc", "appnp", "gdc"])
-def test_a_plain_version_computes_its_pyg_network(name):
-    graph, hp = synthetic_graph(), settings(name)
+@pytest.mark.parametrize("name, extra", [("gcn", {}), ("sgc", {}), ("appnp", {}), ("gdc", {}), ("cheb", {}),
+                                         ("cheb", {"K": 3}), ("sage", {}), ("jknet", {}), ("jknet", {"layers": 3}),
+                                         ("gat", {}), ("gat", {"output_heads": 3})])
+def test_a_plain_version_computes_its_pyg_network(name, extra):
+    graph, hp = synthetic_graph(), settings(name, **extra)
     reference = baselines.build_baseline(graph, hp, [0], batched=False).eval()
     plain = bench_plain.plain_network(name, graph, hp, seeds=1).eval()
     _load(plain, reference.model, name)
@@ -47,7 +71,7 @@ def test_sparse_dropout_gives_each_seed_its_own_mask_on_the_stored_entries():
 
 
 def test_a_method_without_a_plain_version_has_none():
-    assert bench_plain.plain_network("gat", synthetic_graph(), settings("gat"), seeds=1) is None
+    assert bench_plain.plain_network("mixhop", synthetic_graph(), settings("mixhop"), seeds=1) is None
 
 
 @pytest.mark.parametrize("name", ["graph_unet", "agnn"])
