@@ -27,7 +27,6 @@ from pipeline.engine import plan
 from pipeline.engine.device import resolve_device_name
 from pipeline.engine.memory import peak_bytes_of, sizes_from_counts  # the train stage's own estimate
 from pipeline.files import read_record, write_text_atomic
-from pipeline.models import REGISTRY
 from pipeline.paths import (CHECKED_FILE, DATA_STATS_ROOT, EVAL_ROOT, PARAMS_FILE, SPECS_ROOT, STASH_ROOT,
                             class_counts_file, run_dir, seed_file)
 from pipeline.report.tables import read_written, table_paths, tables_hold
@@ -55,8 +54,8 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
         if runs == 0:
             study[3].append(cell)
             continue
-        single = params.get("engine", "batched") == "single" or not REGISTRY[method].batched
-        side_by_side = plan.workers_side_by_side(single, device, params.get("n_jobs", -1))
+        spec = cell_spec(params, cell)  # in memory: its grid values in the grid's order, which name the cell
+        side_by_side = plan.workers_side_by_side(spec["engine"] == "single", device, params.get("n_jobs", -1))
         measured = plan.cell_measured(params, cell, device, baselines)
         study[0] += 1
         if measured is None:
@@ -64,7 +63,6 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
         else:
             study[1] += measured[0] * runs / plan.seeds_at_once(runs, side_by_side)
             elsewhere += plan.OTHER_MACHINE in measured[1]
-        spec = cell_spec(params, cell)  # in memory: its grid values in the grid's order, which name the cell
         if (dataset, method) not in written:
             written[(dataset, method)] = read_written(dataset, method)
         what = moved.get(str(cell), "its tables were not written under this spec")

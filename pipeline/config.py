@@ -507,7 +507,7 @@ def cell_hparams(params: dict, cell: Cell) -> dict:
                 ranged = ", ".join(name for name, entry in registry().items() if entry.range_key)
                 raise ConfigError(f"studies.{cell.study}.{where}.range: {cell.method} has no range setting (methods "
                                   f"with one: {ranged}); drop {cell.method} from the study")
-            hp[key] = value
+            hp[key] = registry()[cell.method].setting_for_range(value)
             continue
         if key == "subset_seed":
             if hp.get("split") != "public_subset":

@@ -611,8 +611,9 @@ def test_a_grid_sets_only_what_a_method_has_and_its_entry_leaves_free(workdir, m
 
 
 def test_a_range_sets_each_methods_own_range_setting(workdir):
-    """Tables B.12-B.14: the grid key `range` is Cheby's and SGC's, APPNP's and CAD-Net's K, GCN's,
-    SAGE's, JK's and GAT's layers, AGNN's propagation layers."""
+    """Tables B.12-B.14: the grid key `range` is SGC's, APPNP's and CAD-Net's K, Cheby's order
+    (ChebConv's K = range + 1 terms), GCN's, SAGE's, JK's and GAT's layers, AGNN's propagation
+    layers."""
     params = params_with(datasets=["cora"], methods=["cadnet"])
     ranged = ["cadnet", "cheb", "sgc", "appnp", "gcn", "sage", "jknet", "gat", "agnn"]
     params["methods"] = ranged
@@ -624,7 +625,8 @@ def test_a_range_sets_each_methods_own_range_setting(workdir):
     for cell in (c for c in config.cells(loaded) if c.study == "ranges"):
         hp, table2 = config.cell_hparams(loaded, cell), config.hparams_for(loaded, "cora", cell.method)
         key = wanted[cell.method]
-        assert hp[key] == dict(cell.setting)["range"] and "range" not in hp, cell
+        r = dict(cell.setting)["range"]
+        assert hp[key] == (r + 1 if cell.method == "cheb" else r) and "range" not in hp, cell
         assert {k: v for k, v in hp.items() if k != key} == {k: v for k, v in table2.items() if k != key}, cell
     assert [c.name for c in config.family(loaded, "cora", "gcn")] == ["baselines", "ranges-range=4", "ranges-range=10"]
 

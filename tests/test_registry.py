@@ -83,7 +83,7 @@ def test_mixhop_l2_is_mixhops_entry_with_the_lasso_held_at_zero():
 # Chebyshev filter size r reach r - 1 hops each; CAD-Net's r steps carry class scores r hops, and
 # its transition's softmax over each node's neighbours (Eq. 4) looks one hop further.
 REACH = {"gcn": lambda r: r, "sage": lambda r: r, "jknet": lambda r: r, "gat": lambda r: r, "agnn": lambda r: r,
-         "sgc": lambda r: r, "appnp": lambda r: r, "cheb": lambda r: 2 * (r - 1), "cadnet": lambda r: r + 1}
+         "sgc": lambda r: r, "appnp": lambda r: r, "cheb": lambda r: 2 * r, "cadnet": lambda r: r + 1}
 
 
 def path_graph(n: int = 16, features: int = 5, classes: int = 3) -> dict:
@@ -119,7 +119,7 @@ def test_a_methods_range_is_how_far_it_sees(method, r):
 
     key = REGISTRY[method].range_key
     hp = hparams(method) if method == "cadnet" else settings(method, p_drop=0.0, edge_drop=0.0)
-    hp[key] = r
+    hp[key] = REGISTRY[method].setting_for_range(r)
     graph = path_graph()
     reach = REACH[method](r)
     base = scores_at_node_0(graph, method, hp)

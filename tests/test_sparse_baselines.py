@@ -13,7 +13,7 @@ from pipeline.models.sparse_baselines import FixedGraph
 from test_adacad_batched import synthetic_graph
 from test_baselines import settings
 
-SPARSE = ["gcn", "sgc", "appnp", "gdc", "cheb", "sage", "jknet", "gat"]
+SPARSE = ["gcn", "sgc", "appnp", "gdc", "cheb", "sage", "jknet", "gat", "agnn"]
 # each sparse network with its settings; SGC in both orders of its products; the layered
 # networks with a hidden layer more (the ranges study); GAT with several output heads (PubMed)
 CASES = [pytest.param(name, {}, id=name) for name in SPARSE] + [
@@ -22,7 +22,8 @@ CASES = [pytest.param(name, {}, id=name) for name in SPARSE] + [
     pytest.param("cheb", {"K": 1}, id="cheb, K 1"),
     pytest.param("sage", {"layers": 3}, id="sage, 3 layers"),
     pytest.param("jknet", {"layers": 3}, id="jknet, 3 layers"),
-    pytest.param("gat", {"layers": 3, "output_heads": 3}, id="gat, 3 layers, 3 output heads")]
+    pytest.param("gat", {"layers": 3, "output_heads": 3}, id="gat, 3 layers, 3 output heads"),
+    pytest.param("agnn", {"prop_layers": 3}, id="agnn, 3 propagation layers")]
 
 
 # the networks whose seeds train the same in any chunk to float rounding, not to the bit. SGC: 3
@@ -44,7 +45,7 @@ def _vector(t, s):
     return t[s]
 
 
-def _attention(t, s):  # [S, H, C] -> GATConv's [1, H, C]
+def _attention(t, s):  # [S, H, C] -> GATConv's [1, H, C]; AGNN's [S] -> [1]
     return t[s:s + 1]
 
 
@@ -89,6 +90,10 @@ def seed_views(name: str, hp: dict) -> dict:
             if k:
                 views[f"convs.{k}.lin.weight"] = (f"weights.{k - 1}", _stacked)
         return views
+    if name == "agnn":  # the first propagation layer's beta is a buffer (fixed), the others learned
+        learned = {f"props.{k}.beta": (f"betas.{k - 1}", _attention) for k in range(1, hp.get("prop_layers", 2))}
+        return {"lin1.weight": ("w_in", _first), "lin1.bias": ("b_in", _vector), "lin2.weight": ("w_out", _stacked),
+                "lin2.bias": ("b_out", _vector), **learned}
     return {"appnp": {"lin1.weight": ("w_in", _first), "lin1.bias": ("b_in", _vector),
                       "lin2.weight": ("w_out", _stacked), "lin2.bias": ("b_out", _vector)},
             "sgc": {"conv.lin.weight": ("w_in", _first), "conv.lin.bias": ("bias", _vector)}}[name]

@@ -40,7 +40,7 @@ RUNS.update({"cadnet, random splits": ("loop", "splits"), "gcn, features as read
              "graph from raw files": ("graph",)})
 # the baselines' sparse implementation (pipeline/models/sparse_baselines.py)
 RUNS.update({f"{method}, sparse": ("loop", "splits") for method in ("gcn", "sgc", "appnp", "gdc", "cheb", "sage",
-                                                                    "jknet", "gat")})
+                                                                    "jknet", "gat", "agnn")})
 RUNS["sgc, sparse weights first"] = ("loop", "splits")  # SGC's other order of products
 
 
@@ -93,7 +93,7 @@ def outputs(case: str, hp: dict | None) -> dict:
     if case == "gcn, features as read":
         counts = (graph["x"].to_dense() > 0).float() * torch.arange(1.0, graph["x"].size(1) + 1)
         graph = {**graph, "x": preprocess.sparse_features(counts, "sum")}
-    records = loop.train_chunk(graph, hp, SEEDS, "cpu", method, batched=REGISTRY[method].batched)
+    records = loop.train_chunk(graph, hp, SEEDS, "cpu", method, batched=REGISTRY[method].batched_for(hp))
     return {str(r["seed"]): {"epochs_run": r["epochs_run"], "selected_epoch": r["selected_epoch"],
                              "test_acc": r["test_acc"], "train_loss": r["history"]["train_loss"],
                              "val_loss": r["history"]["val_loss"]} for r in records}

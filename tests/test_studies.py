@@ -217,6 +217,18 @@ def test_a_point_that_is_another_studys_cell_decides_with_that_cells_seeds(workd
     assert "| GAT | 81.00 ± 0.50 ‡" in table and "cora/gat/ranges-range=2: cora/gat/baselines" in table
 
 
+def test_chebnets_range_is_its_chebyshev_order_so_coras_table_2_cell_is_its_range_2():
+    """Cheby's range r is a polynomial of order r (ChebConv's K = r + 1): Cora's Table 2 network
+    (K 3) is its range-2 point, as the paper's Table B.13 has it; CiteSeer's (K 2) is range 1."""
+    params = config.load_params()
+    point = (("range", 2),)
+    assert studies.experiment(params, Cell("ranges", "cora", "cheb", point)) == \
+        studies.experiment(params, Cell("baselines", "cora", "cheb"))
+    assert studies.experiment(params, Cell("ranges", "citeseer", "cheb", point)) != \
+        studies.experiment(params, Cell("baselines", "citeseer", "cheb"))
+    assert config.cell_hparams(params, Cell("ranges", "citeseer", "cheb", point))["K"] == 3
+
+
 def test_a_cell_of_other_settings_stands_for_no_point(workdir):
     """GAT with three layers in Table 2 is not the range-2 cell: that point stays not run."""
     studies_ = {**RANGES, "baselines": {"datasets": ["cora"], "methods": ["gat"], "runs": {}}}

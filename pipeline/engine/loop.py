@@ -76,8 +76,8 @@ def build_net(graph: dict, hp: dict, method: str, seeds: list[int], batched: boo
     (``batched`` is then ignored)."""
     entry = REGISTRY[method]
     if per_replica:
-        return entry.build(graph, hp, seeds, batched and entry.batched, per_replica=per_replica)
-    return entry.build(graph, hp, seeds, batched and entry.batched)
+        return entry.build(graph, hp, seeds, batched and entry.batched_for(hp), per_replica=per_replica)
+    return entry.build(graph, hp, seeds, batched and entry.batched_for(hp))
 
 
 def make_optimizer(params, hp: dict):

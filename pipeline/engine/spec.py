@@ -71,9 +71,11 @@ def index_file(dataset: str, method: str, root: Path = SPECS_ROOT) -> Path:
 INDEX_NAME = "_cells.json"  # no study is named so (config.STUDY_NAME)
 
 
-def engine_of(params: dict, method: str) -> str:
-    """``batched`` or ``single``: a method without a batched form trains seed by seed."""
-    return "batched" if params.get("engine", "batched") == "batched" and config.registry()[method].batched else "single"
+def engine_of(params: dict, method: str, settings: dict) -> str:
+    """``batched`` or ``single``: a method without a batched form (in the implementation its
+    ``settings`` select) trains seed by seed."""
+    batched = config.registry()[method].batched_for(settings)
+    return "batched" if params.get("engine", "batched") == "batched" and batched else "single"
 
 
 def cell_spec(params: dict, cell: config.Cell) -> dict:
@@ -81,7 +83,7 @@ def cell_spec(params: dict, cell: config.Cell) -> dict:
     entry = config.registry()[cell.method]
     settings = config.cell_hparams(params, cell)
     chunk_cap = settings.pop("seed_chunk", params.get("seed_chunk", "auto"))  # how, not what, unless below
-    engine = engine_of(params, cell.method)
+    engine = engine_of(params, cell.method, settings)
     spec = {
         "study": cell.study,
         "dataset": cell.dataset,

@@ -93,7 +93,7 @@ PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class",
 IMPLEMENTATIONS = ("vmap", "sparse")
 # The version of each sparse network (pipeline.engine.spec; the vmapped one is version 1): bump
 # it when a change moves that network's numbers. SGC 2: the propagated features computed once.
-SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1, "cheb": 1, "sage": 1, "jknet": 1, "gat": 1}
+SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1, "cheb": 1, "sage": 1, "jknet": 1, "gat": 1, "agnn": 1}
 # SGC's orders of products (its ``product_order`` setting; sparse_baselines.SparseSGC)
 PRODUCT_ORDERS = ("propagated_first", "weights_first")
 # MixHop's widths: one per power 0, 1, 2 (0 leaves the power out)
@@ -123,9 +123,10 @@ class Hidden(Training):
 
 @dataclass(frozen=True, kw_only=True)
 class Sparse:
-    """A network linear in its neighbours, which also has the sparse batched implementation
+    """A network which also has the sparse batched implementation
     (:mod:`pipeline.models.sparse_baselines`). ``vmap``, the default, is the one its cells
-    without the key were trained with: its seeds share their chunk's dropout stream."""
+    without the key were trained with: PyG's network, its seeds sharing their chunk's dropout
+    stream under ``vmap`` (AGNN's, which ``vmap`` cannot run: one seed at a time)."""
 
     implementation: str = setting(choice(*IMPLEMENTATIONS), default="vmap")
 
@@ -195,7 +196,7 @@ class SAGESettings(Sparse, Layered):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AGNNSettings(Hidden):
+class AGNNSettings(Sparse, Hidden):
     prop_layers: int = setting(integer(1, 64), default=2)
 
 
@@ -223,20 +224,30 @@ class GDCSettings(Sparse, Hidden):
     diffusion_topk: int = setting(integer(1))
 
 
-def baseline(name: str, label: str, settings: type, batched: bool = True, range_key: str = "") -> None:
+def chebyshev_terms(r: int) -> int:
+    """ChebNet's ``K`` at range r. Tables B.12-B.14 give Cheby's range as "K-th order of Chebyshev
+    polynomials": a polynomial of order r in the Laplacian, r hops a layer, which PyG's ChebConv
+    computes with K = r + 1 terms T_0 .. T_r. Cora's Table 2 network (PyG's run.sh: K 3) is then
+    its range 2, as the paper's Table B.13 has it; CiteSeer's and PubMed's (K 2) are range 1."""
+    return r + 1
+
+
+def baseline(name: str, label: str, settings: type, batched: bool = True, range_key: str = "",
+             range_value=None) -> None:
     """Registers the baseline ``name`` of Table 2, built by ``baselines.build_baseline`` (its
     one-seed network: ``baselines.NETWORKS[name]``) with its settings from
     ``method_hparams.<name>``; a network with the sparse implementation (its settings are
     :class:`Sparse`) is independent of its chunk there, and has that implementation's version."""
     sparse = issubclass(settings, Sparse)
     register(name, builder=BASELINE, fixed={"baseline": name, "lr_drop_every": 0}, settings=settings,
-             paper=("table2", name), batched=batched, label=label,
+             paper=("table2", name), batched=batched, batched_if=independent_of_chunk if sparse else None, label=label,
              chunk_independent=independent_of_chunk if sparse else False,
-             version=partial(network_version, name) if sparse else 1, table_keys=PROTOCOL_KEYS, range_key=range_key)
+             version=partial(network_version, name) if sparse else 1, table_keys=PROTOCOL_KEYS, range_key=range_key,
+             range_value=range_value)
 
 
 # In Table 2's order
-baseline("cheb", "Cheby", ChebSettings, range_key="K")
+baseline("cheb", "Cheby", ChebSettings, range_key="K", range_value=chebyshev_terms)
 baseline("gcn", "GCN", GCNSettings, range_key="layers")
 baseline("sage", "SAGE", SAGESettings, range_key="layers")
 baseline("jknet", "JK", JKSettings, range_key="layers")

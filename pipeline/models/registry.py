@@ -90,6 +90,8 @@ class Method:
     settings: type | None = None  # its own keys' schema (a dataclass of :func:`setting` fields)
     paper: tuple[str, str] = ("table2", "cadnet")  # its row in paper_results.yaml
     batched: bool = True  # False: its network is built for one seed and trained seed by seed
+    # where not batched: a function of a cell's settings saying it is there (AGNN's sparse network)
+    batched_if: Callable[[dict], bool] | None = None
     label: str = ""  # how the paper's tables name it
     # False: batched, a seed's dropout masks come from its chunk's stream (torch.func.vmap), so
     # the chunk size is part of what its result records; or a function of a cell's settings
@@ -111,6 +113,8 @@ class Method:
     # GAT, additional layers before the last layer; for SGC, AGNN, APPNP, and CAD-Net,
     # increased propagation steps"); "": it has none.
     range_key: str = ""
+    # the value of ``range_key`` at range r, where it is not r itself (ChebNet's K: r + 1 terms)
+    range_value: Callable[[int], int] | None = None
     # the settings its batched network takes one value per replica of (``build``'s
     # ``per_replica``), so that cells differing only in them (and in their splits) train in one
     # batch; needs ``chunk_independent`` (each replica draws from its own streams)
@@ -129,6 +133,14 @@ class Method:
             module, function = builder.split(":")
             builder = getattr(importlib.import_module(module), function)
         return builder(*args, **kwargs)
+
+    def batched_for(self, hp: dict) -> bool:
+        """Whether a cell with settings ``hp`` trains its seeds as one batch."""
+        return self.batched or (self.batched_if is not None and self.batched_if(hp))
+
+    def setting_for_range(self, r: int) -> int:
+        """The value of its ``range_key`` that gives range ``r``."""
+        return r if self.range_value is None else self.range_value(r)
 
     def version_for(self, hp: dict) -> int:
         """The version of what its network computes for a cell with settings ``hp``."""

@@ -491,6 +491,74 @@ class SparseGAT(SparseSeeds):
         return self.output(h)
 
 
+class _SeedScale(torch.autograd.Function):
+    """``x * b`` for ``x`` ``[N, S, D]`` and a per-seed scalar ``b`` ``[S]``, whose gradient for
+    ``b`` sums along each seed's own contiguous row, as :class:`_SeedBias` does."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(x, b)
+        return x * b.view(1, -1, 1)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, b = ctx.saved_tensors
+        return grad * b.view(1, -1, 1), (grad * x).transpose(0, 1).reshape(b.numel(), -1).sum(-1)
+
+
+class SparseAGNN(SparseSeeds):
+    r""":class:`pipeline.models.baselines.AGNN` (Thekumparampil et al. 2018, Eqs. 5-6; PyG's
+    ``AGNNConv``): dropout, Linear, ReLU, then propagation layers
+    :math:`h_i' = \sum_j \alpha_{ij} h_j`, :math:`\alpha_{ij} = \mathrm{softmax}_j(\beta \cos(h_i, h_j))`
+    over i's incoming edges and its self-loop (the first layer's :math:`\beta = 1` fixed, the
+    others learned), dropout, Linear.
+
+    The S seeds are the blocks of one block-diagonal sparse matrix, as GAT's heads
+    (:class:`SparseGAT`): the cosines are one sampled product of the normalised rows at its
+    entries, the softmax runs over its CSR rows and the propagation is one sparse product. PyG's
+    ``AGNNConv`` does not run under ``vmap``, so its ``vmap`` implementation trains one seed at a
+    time (:class:`pipeline.models.baselines.OneSeed`)."""
+
+    SEED_AXIS = {"w_in": 1}
+
+    def __init__(self, models: list, x: Tensor, edge_index: Tensor, seeds: list[int]):
+        super().__init__(x, seeds)
+        self.p_drop = models[0].p_drop
+        self.w_in = _stack([m.lin1.weight.t() for m in models], dim=1)
+        self.b_in = _stack([m.lin1.bias for m in models])
+        props = [m.props for m in models]
+        self.fixed = [not p.requires_grad for p in (prop.beta for prop in props[0])]
+        # one [S] stack per propagation layer: the learned betas trained, the fixed one a constant
+        self.betas = torch.nn.ParameterList(_stack([p[k].beta[0] for p in props]) for k, fixed
+                                            in enumerate(self.fixed) if not fixed)
+        self.fixed_betas = [torch.stack([p[k].beta[0] for p in props]) for k, fixed in enumerate(self.fixed) if fixed]
+        self.w_out = _stack([m.lin2.weight.t() for m in models])
+        self.b_out = _stack([m.lin2.bias for m in models])
+        num_nodes = x.size(0)
+        edge_index = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=num_nodes)[0]
+        self.graph = BlockDiagonalGraph(edge_index, num_nodes, len(seeds), "push")
+
+    def to(self, device):
+        super().to(device)
+        self.graph.to(device)
+        self.fixed_betas = [b.to(device) for b in self.fixed_betas]
+        return self
+
+    def propagate(self, h: Tensor, beta: Tensor) -> Tensor:
+        normalised = F.normalize(h, p=2.0, dim=-1)
+        scores = self.graph.edge_products(_SeedScale.apply(normalised, beta), normalised)
+        alpha = softmax(scores, ptr=self.graph.forward_layout.crow)  # CSR rows: the messages' targets
+        return self.graph.diffuse(h, alpha, 1)
+
+    def forward(self) -> NetOutput:
+        h = F.relu(add_bias(self.first_layer(self.p_drop), self.b_in))
+        learned, fixed = iter(self.betas), iter(self.fixed_betas)
+        for is_fixed in self.fixed:
+            h = self.propagate(h, next(fixed) if is_fixed else next(learned))
+        h = self.dropout(h, self.p_drop)
+        return self.output(add_bias(_layer_products(h, self.w_out), self.b_out))
+
+
 def build_sparse(name: str, models: list, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
                  seeds: list[int]) -> StackedSeeds:
     """The sparse batched network of baseline ``name`` from its seeds' one-seed ``models``:
@@ -499,7 +567,7 @@ def build_sparse(name: str, models: list, x: Tensor, edge_index: Tensor, edge_we
     num_nodes = x.size(0)
     if name == "gdc":
         return SparseConvStack(models, x, FixedGraph(edge_index, edge_weight, num_nodes), seeds)
-    on_edges = {"cheb": SparseChebStack, "sage": SparseSAGE, "gat": SparseGAT}
+    on_edges = {"cheb": SparseChebStack, "sage": SparseSAGE, "gat": SparseGAT, "agnn": SparseAGNN}
     if name in on_edges:
         return on_edges[name](models, x, edge_index, seeds)
     graph = FixedGraph.gcn_normalised(edge_index, num_nodes)
