@@ -171,6 +171,27 @@ def test_the_label_rates_20_reads_not_run_when_table_2s_study_is_removed(workdir
     assert results.summary("label_rates", "cora", "cadnet", (("train_per_class", 5),)) is not None
 
 
+SUBSETS = {"label_subsets": {"datasets": ["cora"], "methods": ["cadnet", "gcn"], "settings": {"split": "public_subset"},
+                             "grid": {"train_per_class": [5], "subset_seed": [1, 2]}}}
+
+
+def test_label_subsets_are_judged_at_each_subset_and_over_the_subsets_paired_by_subset_and_seed(workdir):
+    """CAD-Net 3 ahead of GCN on subset 1 and 0.5 behind on subset 2: it does not hold at each
+    subset, but over the two (40 pairs, each seed at its own subset) CAD-Net leads."""
+    means = {grid_cell("label_subsets", "cadnet", train_per_class=5, subset_seed=1): 82.0,
+             grid_cell("label_subsets", "gcn", train_per_class=5, subset_seed=1): 79.0,
+             grid_cell("label_subsets", "cadnet", train_per_class=5, subset_seed=2): 70.0,
+             grid_cell("label_subsets", "gcn", train_per_class=5, subset_seed=2): 70.5}
+    results = results_of(workdir, SUBSETS, means)
+    verdict, evidence = claims(results, studies.CLAIM_SUBSETS)["cora"]
+    assert verdict == "does not hold" and "train_per_class=5, subset_seed=2: 70.00 vs GCN 70.50" in evidence
+    verdict, evidence = claims(results, studies.CLAIM_SUBSETS_POOLED)["cora"]
+    assert verdict == "holds" and evidence.startswith("train_per_class=5, 2 subsets: 76.00 vs GCN 74.75 on 40 shared seeds")
+    del means[grid_cell("label_subsets", "gcn", train_per_class=5, subset_seed=2)]  # one subset not run
+    verdict, evidence = claims(results_of(workdir, SUBSETS, means), studies.CLAIM_SUBSETS_POOLED)["cora"]
+    assert verdict == "not enough seeds" and "1 of 1 rivals" in evidence
+
+
 RANGES = {"ranges": {"datasets": ["cora"], "methods": ["cadnet", "gcn", "sage", "jknet", "gat", "sgc", "agnn", "appnp"],
                      "grid": {"range": [2, 10]}}}
 

@@ -275,8 +275,10 @@ class _BlockDiagonalSteps(torch.autograd.Function):
             grad = torch.sparse.mm(ctx.transposed, grad)
         grad_values = None
         if ctx.needs_input_grad[1]:
-            side_by_side = torch.cat(grads[::-1], dim=1)
-            sampled = torch.sparse.sampled_addmm(ctx.matrix, side_by_side, torch.cat(inputs, dim=1).t(), beta=0.0)
+            # one step (GAT's and AGNN's aggregations): the tensors themselves, not a copy of them
+            side_by_side = grads[0] if len(grads) == 1 else torch.cat(grads[::-1], dim=1)
+            stepped = inputs[0] if len(inputs) == 1 else torch.cat(inputs, dim=1)
+            sampled = torch.sparse.sampled_addmm(ctx.matrix, side_by_side, stepped.t(), beta=0.0)
             grad_values = sampled.values()
         return grad, grad_values, None, None, None
 

@@ -458,11 +458,20 @@ class SparseGAT(SparseSeeds):
         num_nodes, S = x.size(0), len(seeds)
         self.edge_index = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=num_nodes)[0]
         self.graphs = {H: BlockDiagonalGraph(self.edge_index, num_nodes, S * H, "push") for H, _, _ in self.shapes}
+        # where each CSR entry's dropout draw lies in the seeds' draws [S, E, H] (seed s's stream
+        # draws its [E, H] values): entry (edge e, block s H + h) of the edge order e S H + s H + h
+        E = self.edge_index.size(1)
+        self.draw_at = {}
+        for H in self.graphs:
+            edge, block = self.graphs[H].forward_layout.order.div(S * H, rounding_mode="floor"), \
+                self.graphs[H].forward_layout.order.remainder(S * H)
+            self.draw_at[H] = block.div(H, rounding_mode="floor") * (E * H) + edge * H + block.remainder(H)
 
     def to(self, device):
         super().to(device)
         for graph in self.graphs.values():
             graph.to(device)
+        self.draw_at = {H: at.to(device) for H, at in self.draw_at.items()}
         return self
 
     def attend(self, k: int, xw: Tensor) -> Tensor:
@@ -477,8 +486,8 @@ class SparseGAT(SparseSeeds):
         logits = F.leaky_relu(score_src[layout.col] + score_dst[layout.row], self.NEGATIVE_SLOPE)
         alpha = softmax(logits, ptr=layout.crow)
         if self.training and self.p_drop > 0:
-            draws = self.streams.uniform((self.edge_index.size(1), H), seed_dim=1)  # [E, S, H]
-            alpha = alpha * (graph.in_csr_order(draws) >= self.p_drop) * (1.0 / (1.0 - self.p_drop))
+            draws = self.streams.uniform((self.edge_index.size(1), H), seed_dim=0)  # [S, E, H]
+            alpha = alpha * (draws.view(-1)[self.draw_at[H]] >= self.p_drop) * (1.0 / (1.0 - self.p_drop))
         out = graph.diffuse(xw.reshape(n, S * H, C), alpha, 1).view(n, S, H, C)
         out = out.reshape(n, S, H * C) if concat else out.mean(2)
         return add_bias(out, self.biases[k])

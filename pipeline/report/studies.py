@@ -225,6 +225,8 @@ CLAIM_RANDOM = "CAD-Net is the best method on random splits (Table 4)"
 CLAIM_HIDDEN = "CAD-Net beats GCN and APPNP at every hidden width (Figure 1)"
 CLAIM_HIDDEN_EPOCHS = "The same at the narrow widths with 400 epochs (ours, beside Figure 1)"
 CLAIM_RATES = "CAD-Net is the best at every label rate (Figure 2)"
+CLAIM_SUBSETS = "The same on each other subset of the labels (ours, beside Figure 2)"
+CLAIM_SUBSETS_POOLED = "The same over the other subsets, per label rate (ours, beside Figure 2)"
 CLAIM_RANGE_BEST = "CAD-Net is the best at every range (Figure 3)"
 CLAIM_RANGE_LEAD = "CAD-Net's lead grows with the range (Figure 3)"
 CLAIM_RANGE_HOLD = "Layered aggregation degrades with the range, diffusion holds (Figure 3)"
@@ -255,17 +257,26 @@ def _best_of(results: Results, study: str, dataset: str, rivals, point: Point,
         return "not enough seeds", f"under {MIN_SEEDS} seeds: {', '.join(['CAD-Net'] * (mine is None) + [short] * bool(short))}"
     ours_seeds = results.seeds(where[0], dataset, where[1], where[2])
     compared = {m: paired_means(ours_seeds, results.seeds(study, dataset, m, point)) for m in ran}
-    ahead = [m for m, (a, b, _, p) in compared.items() if b > a and p < SIGNIFICANCE]
-    tied = [m for m, (a, b, _, p) in compared.items() if not p < SIGNIFICANCE]  # nan too: nothing separates them
-    rival = max(ahead or tied or ran, key=lambda m: compared[m][1] - compared[m][0])  # the closest, or the one ahead
-    a, b, n, p_value = compared[rival]
     # a cell the comparison rests on that was still learning when its epochs ran out: more
     # epochs could turn the verdict
-    unfinished = [label for label, (s, m, pt) in (("CAD-Net", where), (REGISTRY[rival].label, (study, rival, point)))
-                  if still_improving(results.summary(s, dataset, m, pt))]
+    unfinished = {m: [label for label, (s, method, pt) in (("CAD-Net", where), (REGISTRY[m].label, (study, m, point)))
+                      if still_improving(results.summary(s, dataset, method, pt))] for m in ran}
+    return _verdict(compared, short, unfinished)
+
+
+def _verdict(compared: dict[str, tuple[float, float, int, float]], short: str,
+             unfinished: dict[str, list[str]]) -> tuple[str, str]:
+    """:func:`_best_of`'s verdict from CAD-Net's paired comparison with each rival that ran
+    (``compared``: CAD-Net's mean, the rival's, the pairs, p), ``short`` naming the rivals that
+    did not, and the cells of each comparison still learning at their last epoch."""
+    ahead = [m for m, (a, b, _, p) in compared.items() if b > a and p < SIGNIFICANCE]
+    tied = [m for m, (a, b, _, p) in compared.items() if not p < SIGNIFICANCE]  # nan too: nothing separates them
+    rival = max(ahead or tied or list(compared), key=lambda m: compared[m][1] - compared[m][0])  # the closest, or one ahead
+    a, b, n, p_value = compared[rival]
     evidence = (f"{a:.2f} vs {REGISTRY[rival].label} {b:.2f} on {n} shared seeds (paired p = {p_value:.1e})"
                 + (f", {short} under {MIN_SEEDS} seeds" if short else "")
-                + (f", not final: {' and '.join(unfinished)} still improving at the last epoch (†)" if unfinished else ""))
+                + (f", not final: {' and '.join(unfinished[rival])} still improving at the last epoch (†)"
+                   if unfinished.get(rival) else ""))
     # one rival ahead settles it; being ahead of those that ran does not, while others did not
     if ahead:
         return "does not hold", evidence
@@ -320,6 +331,49 @@ def grid_claims(results: Results, study: str, claim: str, rivals: tuple[str, ...
         verdicts = [(point_label(p), *_best_of(results, study, dataset, rivals, p)) for p in points(results.params, study)]
         found.append((claim, dataset, *_every_point(verdicts)))
     return found
+
+
+def subset_claims(results: Results) -> list[Claim]:
+    """The label rates on other subsets of the labels (``label_subsets``, ours): CAD-Net the best
+    at each subset and rate (:func:`grid_claims`), and per rate over the subsets, each
+    comparison paired over every (subset, seed) both cells have, in one t-test."""
+    study = "label_subsets"
+    if study not in results.params["studies"]:
+        return []
+    rivals = [m for m in study_methods(results.params, study) if m != "cadnet"]
+    if not rivals:  # CAD-Net alone: a study of how far the subset moves it, no claim
+        return []
+    found = grid_claims(results, study, CLAIM_SUBSETS)
+    rates = dict.fromkeys(dict(p)["train_per_class"] for p in points(results.params, study))
+    for dataset in study_datasets(results.params, study):
+        verdicts = []
+        for rate in rates:
+            subsets = [p for p in points(results.params, study) if dict(p)["train_per_class"] == rate]
+            label = f"train_per_class={rate}, {len(subsets)} subsets"
+            pooled = {m: _pooled(results, study, dataset, m, subsets) for m in ["cadnet", *rivals]}
+            ran = [m for m in rivals if pooled[m] is not None]
+            short = f"{len(rivals) - len(ran)} of {len(rivals)} rivals" if len(ran) < len(rivals) else ""
+            if pooled["cadnet"] is None or not ran:
+                why = ", ".join(["CAD-Net"] * (pooled["cadnet"] is None) + [short] * bool(short))
+                verdicts.append((label, "not enough seeds", f"under {MIN_SEEDS} seeds at a subset: {why}"))
+                continue
+            compared = {m: paired_means(pooled["cadnet"], pooled[m]) for m in ran}
+            verdicts.append((label, *_verdict(compared, short, {})))
+        found.append((CLAIM_SUBSETS_POOLED, dataset, *_every_point(verdicts)))
+    return found
+
+
+def _pooled(results: Results, study: str, dataset: str, method: str, subsets: list[Point]) -> pd.DataFrame | None:
+    """A method's seeds at every one of ``subsets``, each seed keyed by its subset as well (so
+    that a pairing matches subset and seed); None where one of them has too few seeds."""
+    if any(results.mean(study, dataset, method, p) is None for p in subsets):
+        return None
+    frames = [results.seeds(study, dataset, method, p)[["seed", "test_acc"]].assign(
+        seed=lambda f, k=k: f["seed"] + k * POOL_STRIDE) for k, p in enumerate(subsets)]
+    return pd.concat(frames, ignore_index=True)
+
+
+POOL_STRIDE = 1_000_000  # seed s at the k-th subset is key s + k x POOL_STRIDE
 
 
 def range_claims(results: Results) -> list[Claim]:
@@ -435,4 +489,5 @@ def study_claims(results: Results) -> list[Claim]:
     return (table3_claims(results) + random_split_claims(results)
             + grid_claims(results, "hidden_units", CLAIM_HIDDEN, ("gcn", "appnp"))
             + grid_claims(results, "hidden_units_epochs", CLAIM_HIDDEN_EPOCHS, ("gcn", "appnp"))
-            + grid_claims(results, "label_rates", CLAIM_RATES) + range_claims(results) + beta_claims(results))
+            + grid_claims(results, "label_rates", CLAIM_RATES) + subset_claims(results) + range_claims(results)
+            + beta_claims(results))
