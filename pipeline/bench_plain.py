@@ -214,6 +214,54 @@ class PlainGAT(torch.nn.Module):
         return self.attend(1, torch.bmm(h, self.w2)).mean(2) + self.b2
 
 
+class PlainMixHop(torch.nn.Module):
+    """MixHop as its authors build it (baselines.MixHop): binary features with dropout and rows
+    L2-normalised, a layer sum_p A^p X W_p side by side over the powers, batch norm on the
+    batch's statistics (centre only), ReLU, dropout, an output layer of the same kind, its class
+    segments summed with softmax weights q; its kernels' L2 and lasso and q's penalty in the loss
+    (:meth:`penalty`)."""
+
+    def __init__(self, x: Tensor, a: Tensor, hp: dict, classes: int, seeds: int):
+        super().__init__()
+        self.a, self.hp, self.S, self.classes = a, hp, seeds, classes
+        self.rows, self.cols = x.indices()
+        self.shape = tuple(x.shape)
+        hidden, output = hp["hidden_per_power"], hp["output_per_power"]
+        self.w1 = glorot(seeds, x.size(1), sum(hidden))
+        self.centre = torch.nn.Parameter(torch.zeros(seeds, 1, sum(hidden)))
+        self.w2 = glorot(seeds, sum(hidden), sum(output))
+        self.q = torch.nn.Parameter(torch.zeros(seeds, 1, 1, sum(output) // classes))
+
+    def mix(self, hw: Tensor, widths: list[int]) -> Tensor:
+        """[S, N, sum of widths] -> each power's columns times A^p."""
+        parts = []
+        for p, (width, part) in enumerate(zip(widths, hw.split(widths, dim=2))):
+            if width == 0:  # the power left out
+                continue
+            for _ in range(p):
+                part = seeds_first(self.a @ side_by_side(part), self.S)
+            parts.append(part)
+        return torch.cat(parts, dim=2)
+
+    def forward(self) -> Tensor:
+        kept = F.dropout(torch.ones(self.S, self.rows.numel()), self.hp["input_drop"], self.training)
+        norms = torch.zeros(self.S, self.shape[0]).index_add_(1, self.rows, kept.pow(2)).sqrt().clamp_min(1e-12)
+        seed_of = torch.arange(self.S).repeat_interleave(self.rows.numel())
+        x = torch.sparse_coo_tensor(torch.stack([seed_of, self.rows.repeat(self.S), self.cols.repeat(self.S)]),
+                                    (kept / norms[:, self.rows]).reshape(-1), (self.S, *self.shape))
+        h = self.mix(torch.bmm(x, self.w1), self.hp["hidden_per_power"])
+        h = (h - h.mean(1, keepdim=True)) / torch.sqrt(h.var(1, unbiased=False, keepdim=True) + 1e-3) + self.centre
+        h = F.dropout(F.relu(h), self.hp["p_drop"], self.training)
+        out = self.mix(torch.bmm(h, self.w2), self.hp["output_per_power"])
+        segments = out.view(self.S, out.size(1), -1, self.classes)
+        return (segments * torch.softmax(self.q, dim=-1).transpose(2, 3)).sum(2)
+
+    def penalty(self) -> Tensor:
+        kernels = (self.w1, self.w2)
+        return (self.hp["kernel_l2"] * sum(w.pow(2).sum() for w in kernels)
+                + self.hp["kernel_lasso"] * sum(w.norm(dim=1).sum() for w in kernels) + 1e-3 * self.q.pow(2).mean())
+
+
 def side_by_side_weight(w: Tensor) -> Tensor:
     """[S, F, D] -> [F, S x D]."""
     return w.transpose(0, 1).reshape(w.size(1), -1)
@@ -286,6 +334,8 @@ def plain_network(method: str, graph: dict, hp: dict, seeds: int) -> torch.nn.Mo
         return PlainSAGE(x, mean, hp["hidden"], classes, hp["p_drop"], seeds)
     if method == "jknet":
         return PlainJK(x, gcn_adjacency(graph), hp["hidden"], classes, hp["p_drop"], hp["layers"], seeds)
+    if method in ("mixhop", "mixhop_l2"):
+        return PlainMixHop(x, gcn_adjacency(graph), hp, classes, seeds)
     if method == "gat" and hp.get("layers", 2) == 2:
         return PlainGAT(x, edge_index, hp["hidden"], hp["heads"], hp["output_heads"], classes, hp["p_drop"], seeds)
     return None
@@ -328,7 +378,8 @@ def time_plain(method: str, graph: dict, hp: dict, masks: tuple[Tensor, Tensor],
         for _ in range(epochs):
             net.train()
             optimizer.zero_grad()
-            nll(F.log_softmax(net(), -1), train).sum().backward()
+            loss = nll(F.log_softmax(net(), -1), train).sum()
+            (loss + net.penalty() if hasattr(net, "penalty") else loss).backward()
             optimizer.step()
             net.eval()
             with torch.no_grad():
