@@ -36,6 +36,7 @@ in the committed run (the paper's epochs where none ran), summed by study.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -283,6 +284,7 @@ def measure_rivals(dataset: str, params: dict, epochs: int, device: torch.device
         if method not in BASELINES or not (batched or method in EXAMPLES):
             continue
         row, notes = {"method": method, f"ours_{RIVAL_SEEDS}": None, f"plain_{RIVAL_SEEDS}": None}, []
+        row["implementation"] = config.hparams_for(params, dataset, method).get("implementation", "vmap")
         for seeds in (RIVAL_SEEDS, 1) if batched else (1,):  # PyG's examples: one seed
             for who in ("ours", "plain"):
                 row[f"{who}_{seeds}"], why = run(time_rival, (dataset, method, params, epochs, device, seeds, who == "plain"))
@@ -604,20 +606,31 @@ def goals_table(device_type: str, engines: dict[str, dict], methods: dict[str, l
 
 def rivals_table(dataset: str, rows: list[dict]) -> list[str]:
     lines = ["", f"## The baselines against plain versions on {dataset}", "",
-             f"ms per seed-epoch of the batched engine (the implementation params.yaml selects) and of a plain",
-             f"PyTorch version of the same network (pipeline/bench_plain.py), at {RIVAL_SEEDS} seeds and at one, "
-             "measured in one run; ratio = plain / ours (above 1: ours is faster). Graph U-Net and AGNN train one",
-             "seed at a time: against PyG's example of the network (examples/graph_unet.py, examples/agnn.py), "
-             "one seed:", "",
-             f"| method | ours, {RIVAL_SEEDS} seeds | plain, {RIVAL_SEEDS} seeds | ratio | ours, one seed | plain, one seed "
-             "| ratio | note |", "|---|---|---|---|---|---|---|---|"]
+             f"ms per seed-epoch of our network (its implementation: params.yaml's, or with `--sparse` the sparse",
+             f"one where a method has it) and of a plain PyTorch version of the same network",
+             f"(pipeline/bench_plain.py), at {RIVAL_SEEDS} seeds and at one, measured in one run; ratio = plain / "
+             "ours (above 1: ours is faster). Graph U-Net trains one seed at a time, and so does AGNN's `vmap`",
+             "implementation (PyG's AGNNConv does not run under vmap): against PyG's example of the network",
+             "(examples/graph_unet.py, examples/agnn.py), one seed:", "",
+             f"| method | implementation | ours, {RIVAL_SEEDS} seeds | plain, {RIVAL_SEEDS} seeds | ratio | ours, one seed "
+             "| plain, one seed | ratio | note |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = []
         for seeds in (RIVAL_SEEDS, 1):
             ours, plain = r[f"ours_{seeds}"], r[f"plain_{seeds}"]
             cells += [_ms(ours), _ms(plain), "-" if ours is None or plain is None else f"{plain / ours:.2f}"]
-        lines.append(f"| {r['method']} | {' | '.join(cells)} | {r.get('note') or ''} |")
+        lines.append(f"| {r['method']} | {r.get('implementation', '-')} | {' | '.join(cells)} | {r.get('note') or ''} |")
     return lines
+
+
+def with_sparse(params: dict, datasets: list[str]) -> dict:
+    """``params`` with every baseline that has a sparse network set to it on ``datasets``."""
+    params = copy.deepcopy(params)
+    for method in BASELINES:
+        if "implementation" in REGISTRY[method].optional_keys:
+            for dataset in datasets:
+                params["method_hparams"][method].setdefault(dataset, {})["implementation"] = "sparse"
+    return params
 
 
 def provenance_lines(figures: dict[str, dict]) -> list[str]:
@@ -686,6 +699,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rivals-on", nargs="*", default=["cora", "pubmed"],
                         help="datasets on which to time each batchable baseline of --methods at 25 seeds and at "
                              "one beside a plain version of its network (none: skip)")
+    parser.add_argument("--sparse", action="store_true",
+                        help="time each baseline's sparse network where it has one, whatever params.yaml selects")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds each method's measurement may take (in a process of its own) before it is stopped")
     parser.add_argument("--report-only", action="store_true",
@@ -729,7 +744,8 @@ def main(argv: list[str]) -> None:
         mixed, alone = time_replicas(dataset, params, args.epochs, device, seeds)
         keep(dataset, "replicas", {"mixed": mixed, "alone": alone, "seeds": seeds})
     for dataset in args.rivals_on:
-        keep(dataset, "rivals", measure_rivals(dataset, params, args.epochs, device, args.methods, args.timeout))
+        timed = with_sparse(params, [dataset]) if args.sparse else params
+        keep(dataset, "rivals", measure_rivals(dataset, timed, args.epochs, device, args.methods, args.timeout))
     print(f"{out}: written from {BENCH_ROOT / device.type}/")
 
 
