@@ -396,27 +396,15 @@ class SparseSAGE(SparseSeeds):
         return self.output(h)
 
 
-class SparseJKNet(SparseSeeds):
-    r""":class:`pipeline.models.baselines.JKNet`: ``layers`` GCN layers :math:`\hat{A} H W + b`,
-    each followed by ReLU and dropout, their outputs concatenated, then a linear classifier."""
-
-    SEED_AXIS = {"w_in": 1}
+class SparseJKNet(SparseConvStack):
+    r""":class:`pipeline.models.baselines.JKNet`: ``layers`` GCN layers :math:`\hat{A} H W + b`
+    (:class:`SparseConvStack`'s weights), each followed by ReLU and dropout, their outputs
+    concatenated, then a linear classifier."""
 
     def __init__(self, models: list, x: Tensor, graph: FixedGraph, seeds: list[int]):
-        super().__init__(x, seeds)
-        convs = [m.convs for m in models]
-        self.graph, self.p_drop = graph, models[0].p_drop
-        self.w_in = _stack([c[0].lin.weight.t() for c in convs], dim=1)
-        self.weights = torch.nn.ParameterList(_stack([c[k].lin.weight.t() for c in convs])
-                                              for k in range(1, len(convs[0])))
-        self.biases = torch.nn.ParameterList(_stack([c[k].bias for c in convs]) for k in range(len(convs[0])))
+        super().__init__(models, x, graph, seeds)
         self.w_out = _stack([m.lin.weight.t() for m in models])
         self.b_out = _stack([m.lin.bias for m in models])
-
-    def to(self, device):
-        super().to(device)
-        self.graph.to(device)
-        return self
 
     def forward(self) -> NetOutput:
         h = self.dropout(F.relu(add_bias(self.graph.propagate(self.first_layer()), self.biases[0])), self.p_drop)
