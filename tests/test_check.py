@@ -37,26 +37,26 @@ def test_each_cell_gets_its_own_spec(workdir):
     """The files the train and evaluate stages depend on: one per cell, holding its resolved
     count and settings, so that a change to one cell's count changes that cell's file only."""
     update_params(workdir, datasets=["cora", "citeseer"], methods=["cadnet"], runs=7, runs_by_dataset={"citeseer": 3},
-                  variants=NO_VARIANTS, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 0}}},
+                  variants=NO_VARIANTS, baselines={"datasets": ["cora"], "methods": ["gcn", "mixhop"], "runs": {"cora": {"mixhop": 0}}},
                   device="cpu")
     check.main([])
-    cells = [("cora", "cadnet"), ("citeseer", "cadnet"), ("cora", "gcn"), ("cora", "gat")]
+    cells = [("cora", "cadnet"), ("citeseer", "cadnet"), ("cora", "gcn"), ("cora", "mixhop")]
     specs = {cell: spec_of(workdir, *cell) for cell in cells}
     assert {cell: spec["runs"] for cell, spec in specs.items()} == {
-        ("cora", "cadnet"): 7, ("citeseer", "cadnet"): 3, ("cora", "gcn"): 7, ("cora", "gat"): 0}
+        ("cora", "cadnet"): 7, ("citeseer", "cadnet"): 3, ("cora", "gcn"): 7, ("cora", "mixhop"): 0}
     assert specs[("cora", "cadnet")]["settings"] == config.hparams_for(config.load_params(), "cora", "cadnet")
     assert specs[("cora", "gcn")]["settings"]["hidden"] == 16 and "beta" not in specs[("cora", "gcn")]["settings"]
     # a vmapped baseline's seeds depend on their chunk; CAD-Net's and the sparse implementation's
     # (GCN on Cora, params.yaml) do not
-    assert specs[("cora", "gat")]["chunking"] == {"seed_chunk": 25, "memory_budget_gb": 6}
+    assert specs[("cora", "mixhop")]["chunking"] == {"seed_chunk": 25, "memory_budget_gb": 6}
     assert "chunking" not in specs[("cora", "cadnet")] and "chunking" not in specs[("cora", "gcn")]
     assert specs[("cora", "cadnet")]["code"] == {**COMPONENTS, "network": REGISTRY["cadnet"].version}
     texts = {cell: (workdir / cell_spec_file(*cell)).read_text() for cell in cells}
-    update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn", "gat"], "runs": {"cora": {"gat": 5}}})
+    update_params(workdir, baselines={"datasets": ["cora"], "methods": ["gcn", "mixhop"], "runs": {"cora": {"mixhop": 5}}})
     check.main([])
-    assert spec_of(workdir, "cora", "gat")["runs"] == 5
-    assert {cell: (workdir / cell_spec_file(*cell)).read_text() for cell in cells if cell != ("cora", "gat")} == \
-        {cell: text for cell, text in texts.items() if cell != ("cora", "gat")}
+    assert spec_of(workdir, "cora", "mixhop")["runs"] == 5
+    assert {cell: (workdir / cell_spec_file(*cell)).read_text() for cell in cells if cell != ("cora", "mixhop")} == \
+        {cell: text for cell, text in texts.items() if cell != ("cora", "mixhop")}
 
 
 def test_a_value_changes_the_specs_of_the_cells_that_read_it_only(workdir, capsys):
@@ -159,15 +159,15 @@ def test_the_plan_warns_under_a_cell_whose_one_seed_would_pass_the_machines_memo
 
 
 def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(workdir, capsys, monkeypatch):
-    """AGNN cannot be batched: the single engine trains n_jobs of its seeds at once on CPU."""
+    """Graph U-Net cannot be batched: the single engine trains n_jobs of its seeds at once on CPU."""
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS, device="cpu",
-                  n_jobs=2, baselines={"datasets": ["cora"], "methods": ["gcn", "agnn"], "runs": {"cora": {}}})
+                  n_jobs=2, baselines={"datasets": ["cora"], "methods": ["gcn", "graph_unet"], "runs": {"cora": {}}})
     monkeypatch.setattr(check.plan, "measured_per_seed", lambda *args, **kwargs: (60.0, "a figure"))
     check.main([])
     err = capsys.readouterr().err
-    assert "cora/gcn/baselines: 4 seeds, ~4.0 min" in err and "cora/agnn/baselines: 4 seeds, ~2.0 min" in err
+    assert "cora/gcn/baselines: 4 seeds, ~4.0 min" in err and "cora/graph_unet/baselines: 4 seeds, ~2.0 min" in err
     assert "`dvc repro` trains 3 cells on cpu now (their tables were not written under their spec): 12 seeds to " \
-           "train, ~10.0 min" in err  # cadnet 4 + gcn 4 + agnn 2
+           "train, ~10.0 min" in err  # cadnet 4 + gcn 4 + graph_unet 2
     assert "  baselines: 2 cells, ~6.0 min\n" in err
 
 
@@ -177,21 +177,21 @@ def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them
     their chunk, nor do those of a baseline's sparse implementation (SGC on Cora, params.yaml) or of
     one trained seed by seed: their specs stay as they were."""
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS,
-                  baselines={"datasets": ["cora"], "methods": ["cheb", "sgc", "agnn"], "runs": {}}, device="cpu")
+                  baselines={"datasets": ["cora"], "methods": ["mixhop", "sgc", "graph_unet"], "runs": {}}, device="cpu")
     check.main([])
-    files = {m: workdir / cell_spec_file("cora", m) for m in ("cadnet", "cheb", "sgc", "agnn")}
+    files = {m: workdir / cell_spec_file("cora", m) for m in ("cadnet", "mixhop", "sgc", "graph_unet")}
     before = {m: f.read_text() for m, f in files.items()}
     for changes in ({"seed_chunk": 1}, {"memory_budget_gb": 2}):
         update_params(workdir, **changes)
         check.main([])
-        assert files["cheb"].read_text() != before["cheb"], changes
-        assert all(files[m].read_text() == before[m] for m in ("cadnet", "sgc", "agnn"))
-        before["cheb"] = files["cheb"].read_text()
+        assert files["mixhop"].read_text() != before["mixhop"], changes
+        assert all(files[m].read_text() == before[m] for m in ("cadnet", "sgc", "graph_unet"))
+        before["mixhop"] = files["mixhop"].read_text()
     params = read_params(workdir)
-    update_params(workdir, method_hparams={**params["method_hparams"], "cheb": {**params["method_hparams"]["cheb"],
+    update_params(workdir, method_hparams={**params["method_hparams"], "mixhop": {**params["method_hparams"]["mixhop"],
                                                                                "cora": {"seed_chunk": 2}}})
     check.main([])
-    assert spec_of(workdir, "cora", "cheb")["chunking"]["seed_chunk"] == 2
+    assert spec_of(workdir, "cora", "mixhop")["chunking"]["seed_chunk"] == 2
 
 
 def test_a_memory_budget_below_one_seed_of_a_cell_stops_at_the_check_stage(workdir):
