@@ -91,7 +91,7 @@ def seed_views(name: str, hp: dict) -> dict:
                 views[f"convs.{k}.lin.weight"] = (f"weights.{k - 1}", _stacked)
         return views
     if name == "agnn":  # the first propagation layer's beta is a buffer (fixed), the others learned
-        learned = {f"props.{k}.beta": (f"betas.{k - 1}", _attention) for k in range(1, hp.get("prop_layers", 2))}
+        learned = {f"props.{k}.beta": (f"beta_{k}", _attention) for k in range(1, hp.get("prop_layers", 2))}
         return {"lin1.weight": ("w_in", _first), "lin1.bias": ("b_in", _vector), "lin2.weight": ("w_out", _stacked),
                 "lin2.bias": ("b_out", _vector), **learned}
     return {"appnp": {"lin1.weight": ("w_in", _first), "lin1.bias": ("b_in", _vector),

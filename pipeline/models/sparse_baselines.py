@@ -125,11 +125,17 @@ def _stack(tensors: list[Tensor], dim: int = 0) -> torch.nn.Parameter:
     return torch.nn.Parameter(torch.stack([t.detach() for t in tensors], dim=dim))
 
 
+def _layer_products(h: Tensor, weight: Tensor) -> Tensor:
+    """``h @ weight[s]`` for every seed: ``[N, S, D]`` by ``[S, D, O]`` -> ``[N, S, O]``."""
+    return torch.einsum("nsd,sdo->nso", h, weight)
+
+
 class SparseSeeds(StackedSeeds):
     """What the four networks share: the seeds' dropout streams, the sparse features laid out
     for S seeds, and the first layer ``X @ W_s`` (``w_in``: ``[F, S, H]``)."""
 
     SEED_AXIS = {"w_in": 1}
+    graph = None  # the network's fixed sparse matrix (FixedGraph or BlockDiagonalGraph), if one
 
     def __init__(self, x: Tensor, seeds: list[int]):
         super().__init__()
@@ -142,6 +148,8 @@ class SparseSeeds(StackedSeeds):
         self.streams.to(device)
         self.features.to(device)
         self.x = self.x.to(device)
+        if self.graph is not None:
+            self.graph.to(device)
         return self
 
     def first_layer(self, p_drop: float = 0.0) -> Tensor:
@@ -182,16 +190,11 @@ class SparseConvStack(SparseSeeds):
                                               for k in range(1, len(convs[0])))
         self.biases = torch.nn.ParameterList(_stack([c[k].bias for c in convs]) for k in range(len(convs[0])))
 
-    def to(self, device):
-        super().to(device)
-        self.graph.to(device)
-        return self
-
     def forward(self) -> NetOutput:
         h = add_bias(self.graph.propagate(self.first_layer()), self.biases[0])
         for w, b in zip(self.weights, self.biases[1:]):
             h = self.dropout(F.relu(h), self.p_drop)
-            h = add_bias(self.graph.propagate(torch.einsum("nsh,shc->nsc", h, w)), b)
+            h = add_bias(self.graph.propagate(_layer_products(h, w)), b)
         return self.output(h)
 
 
@@ -209,15 +212,10 @@ class SparseAPPNP(SparseSeeds):
         self.w_out = _stack([m.lin2.weight.t() for m in models])
         self.b_out = _stack([m.lin2.bias for m in models])
 
-    def to(self, device):
-        super().to(device)
-        self.graph.to(device)
-        return self
-
     def forward(self) -> NetOutput:
         h = F.relu(add_bias(self.first_layer(self.p_drop), self.b_in))
         h = self.dropout(h, self.p_drop)
-        h = add_bias(torch.einsum("nsh,shc->nsc", h, self.w_out), self.b_out)
+        h = add_bias(_layer_products(h, self.w_out), self.b_out)
         z = h
         for _ in range(self.K):
             z = (1 - self.alpha) * self.graph.propagate(z) + self.alpha * h
@@ -299,11 +297,6 @@ class SparseSGC(StackedSeeds):
         return NetOutput(log_probs, logits.new_zeros(S), logits.new_ones(self.n, S))
 
 
-def _layer_products(h: Tensor, weight: Tensor) -> Tensor:
-    """``h @ weight[s]`` for every seed: ``[N, S, D]`` by ``[S, D, O]`` -> ``[N, S, O]``."""
-    return torch.einsum("nsd,sdo->nso", h, weight)
-
-
 class SparseChebStack(SparseSeeds):
     r""":class:`pipeline.models.baselines.ConvStack` of PyG ``ChebConv`` layers (ChebNet,
     Defferrard et al. 2016, Eq. 5): each layer :math:`\sum_{k<K} T_k(\tilde{L}) H W_k + b`, with
@@ -332,11 +325,6 @@ class SparseChebStack(SparseSeeds):
         self.weights = torch.nn.ParameterList(_stack([torch.stack([lin.weight.t() for lin in c[k].lins])
                                                       for c in convs]) for k in range(1, len(convs[0])))
         self.biases = torch.nn.ParameterList(_stack([c[k].bias for c in convs]) for k in range(len(convs[0])))
-
-    def to(self, device):
-        super().to(device)
-        self.graph.to(device)
-        return self
 
     def chebyshev_sum(self, ys: list[Tensor], bias: Tensor) -> Tensor:
         r""":math:`\sum_k T_k(\tilde{L}) Y_k + b` from the K ``ys`` ``[N, S, O]`` (Clenshaw)."""
@@ -380,11 +368,6 @@ class SparseSAGE(SparseSeeds):
         self.neighbours = torch.nn.ParameterList(_stack([c[k].lin_l.weight.t() for c in convs]) for k in later)
         self.roots = torch.nn.ParameterList(_stack([c[k].lin_r.weight.t() for c in convs]) for k in later)
         self.biases = torch.nn.ParameterList(_stack([c[k].lin_l.bias for c in convs]) for k in range(len(convs[0])))
-
-    def to(self, device):
-        super().to(device)
-        self.graph.to(device)
-        return self
 
     def forward(self) -> NetOutput:
         both = self.features_times(torch.cat([self.w_in, self.w_root], dim=2))  # [N, S, 2 H]
@@ -524,22 +507,20 @@ class SparseAGNN(SparseSeeds):
         self.w_in = _stack([m.lin1.weight.t() for m in models], dim=1)
         self.b_in = _stack([m.lin1.bias for m in models])
         props = [m.props for m in models]
-        self.fixed = [not p.requires_grad for p in (prop.beta for prop in props[0])]
-        # one [S] stack per propagation layer: the learned betas trained, the fixed one a constant
-        self.betas = torch.nn.ParameterList(_stack([p[k].beta[0] for p in props]) for k, fixed
-                                            in enumerate(self.fixed) if not fixed)
-        self.fixed_betas = [torch.stack([p[k].beta[0] for p in props]) for k, fixed in enumerate(self.fixed) if fixed]
+        # propagation layer k's beta for every seed [S] as ``beta_k``: a parameter where the
+        # layer learns it, a buffer where it is fixed (AGNNConv's requires_grad=False: the first)
+        self.layers = len(props[0])
+        for k, prop in enumerate(props[0]):
+            betas = torch.stack([p[k].beta.detach()[0] for p in props])
+            if prop.beta.requires_grad:
+                setattr(self, f"beta_{k}", torch.nn.Parameter(betas))
+            else:
+                self.register_buffer(f"beta_{k}", betas)
         self.w_out = _stack([m.lin2.weight.t() for m in models])
         self.b_out = _stack([m.lin2.bias for m in models])
         num_nodes = x.size(0)
         edge_index = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=num_nodes)[0]
         self.graph = BlockDiagonalGraph(edge_index, num_nodes, len(seeds), "push")
-
-    def to(self, device):
-        super().to(device)
-        self.graph.to(device)
-        self.fixed_betas = [b.to(device) for b in self.fixed_betas]
-        return self
 
     def propagate(self, h: Tensor, beta: Tensor) -> Tensor:
         normalised = F.normalize(h, p=2.0, dim=-1)
@@ -549,9 +530,8 @@ class SparseAGNN(SparseSeeds):
 
     def forward(self) -> NetOutput:
         h = F.relu(add_bias(self.first_layer(self.p_drop), self.b_in))
-        learned, fixed = iter(self.betas), iter(self.fixed_betas)
-        for is_fixed in self.fixed:
-            h = self.propagate(h, next(fixed) if is_fixed else next(learned))
+        for k in range(self.layers):
+            h = self.propagate(h, getattr(self, f"beta_{k}"))
         h = self.dropout(h, self.p_drop)
         return self.output(add_bias(_layer_products(h, self.w_out), self.b_out))
 
