@@ -192,6 +192,41 @@ def test_label_subsets_are_judged_at_each_subset_and_over_the_subsets_paired_by_
     assert verdict == "not enough seeds" and "1 of 1 rivals" in evidence
 
 
+LOW_RATE = {"label_rates": {"datasets": ["cora"], "methods": ["cadnet", "sgc"], "settings": {"split": "public_subset"},
+                            "grid": {"train_per_class": [5]}},
+            "low_rate_settings": {"datasets": ["cora"], "methods": ["cadnet"],
+                                  "settings": {"split": "public_subset", "train_per_class": 5},
+                                  "grid": {"lambda_ent": [0.0, 0.5], "lr": [0.01, 0.03]}}}
+
+
+def test_cadnets_low_rate_settings_are_paired_with_its_own_settings_cell_and_sgc(workdir):
+    """Cora's own settings (entropy weight 0.5, lr 0.01) at 5 a class: the label rates' cell,
+    40 seeds, 67 on the 20 the sweep shares and 80 on the others; without the entropy term 72,
+    so +5.00 paired (+1.50 unpaired against the 40 seeds' 73.5), and against SGC's 64 +8.00."""
+    own = pd.concat([seeds_at(67.0), seeds_at(80.0).assign(seed=range(SEEDS, 2 * SEEDS))], ignore_index=True)
+    per_seed = {grid_cell("label_rates", "cadnet", train_per_class=5): own,
+                grid_cell("label_rates", "sgc", train_per_class=5): seeds_at(64.0),
+                grid_cell("low_rate_settings", "cadnet", lambda_ent=0.0, lr=0.01): seeds_at(72.0),
+                grid_cell("low_rate_settings", "cadnet", lambda_ent=0.0, lr=0.03): seeds_at(70.0),
+                grid_cell("low_rate_settings", "cadnet", lambda_ent=0.5, lr=0.01): seeds_at(67.0),
+                grid_cell("low_rate_settings", "cadnet", lambda_ent=0.5, lr=0.03): seeds_at(66.0)}
+    per_seed = {cell: table.assign(selected_epoch=30) for cell, table in per_seed.items()}
+    params = results_of(workdir, LOW_RATE, {}).params
+    results = studies.Results(params, stats.collect(per_seed, stats.load_paper()), per_seed,
+                              studies.twin_cells(params, per_seed))
+    text = "\n".join(studies.studies_markdown(results, stats.load_paper()))
+    section = text[text.index("## CAD-Net at 5 labels a class"):]
+    assert "| 0.0 | **0.01** | 72.00 ± 0.51 (20 seeds) | +5.00 (p = " in section
+    assert "| **0.5** | **0.01** | 73.50 ± 6.60 (40 seeds) ‡ | (own) | +3.00 (p = " in section  # its 20 shared with SGC
+    row = next(line for line in section.splitlines() if line.startswith("| 0.0 | **0.01** |"))
+    assert "| +8.00 (p = " in row and row.endswith("| 30 |")
+    assert "lambda_ent 0.5 -> 0.0: +5.00 (p = " in section and "lr 0.01 -> 0.03: -1.00 (p = " in section
+    del per_seed[grid_cell("label_rates", "sgc", train_per_class=5)]
+    results = studies.Results(params, stats.collect(per_seed, stats.load_paper()), per_seed,
+                              studies.twin_cells(params, per_seed))
+    assert "| +5.00 (p = 0.0e+00, 20 seeds) | not run | 30 |" in "\n".join(studies.low_rate_markdown(results))
+
+
 RANGES = {"ranges": {"datasets": ["cora"], "methods": ["cadnet", "gcn", "sage", "jknet", "gat", "sgc", "agnn", "appnp"],
                      "grid": {"range": [2, 10]}}}
 

@@ -30,6 +30,7 @@ TITLES = {
     "ranges": "Ranges (Figure 3, Tables B.12-B.14)",
     "label_subsets": "Label rates with other subsets (ours, beside Figure 2)",
     "hidden_units_epochs": "Hidden units at 400 epochs (ours, beside Figure 1)",
+    "low_rate_settings": "CAD-Net at 5 labels a class: which setting decides its fall (ours, beside Figure 2)",
 }
 # What is ours rather than the paper's in a study (SPEC.md "The studies" gives the evidence)
 CHOICES = {
@@ -42,6 +43,10 @@ CHOICES = {
                       "subset moves a cell."),
     "hidden_units_epochs": ("Not in the paper: Figure 1's narrow widths trained for 400 epochs, where Table 2's "
                             "epochs cut them short (†), to show what the cap costs them."),
+    "low_rate_settings": ("Not in the paper: CAD-Net at the label rates' lowest rate with its entropy weight, "
+                          "learning rate and epochs swept around the dataset's own, each point paired on its "
+                          "seeds with the cell of the dataset's own settings (the label rates' cell) and with "
+                          "SGC's at that rate; a diagnosis of ours, none of it tuned into the paper's tables."),
     "ranges": ("How each method reaches a range is the paper's (appendix B.12); ours: GCN, SAGE and GAT add "
                "hidden layers of their width, AGNN propagation layers (the first fixed), Cheby's two layers "
                "take Chebyshev filter size r (PyG's K; Table 2's Cora cell has K = 3)."),
@@ -153,6 +158,9 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
         cells = [c for c in config.cells(params) if c.study == study]
         if not cells or (study in config.TABLE_STUDIES and not spec["grid"]):
             continue
+        if study == LOW_RATE:
+            lines += low_rate_markdown(results)
+            continue
         methods = sorted(dict.fromkeys(c.method for c in cells), key=lambda m: m == "cadnet")
         datasets = list(dict.fromkeys(c.dataset for c in cells))
         lookup = PAPER.get(study)
@@ -190,6 +198,71 @@ def studies_markdown(results: Results, paper: dict) -> list[str]:
                       for m in methods if any((c.dataset, c.method) == (dataset, m) for c in cells)]
         lines += improving_footnote(flagged) + twin_footnote(borrowed)
     return lines
+
+
+LOW_RATE = "low_rate_settings"
+
+
+def low_rate_markdown(results: Results) -> list[str]:
+    """CAD-Net at one low label rate with some of its settings swept (``low_rate_settings``,
+    ours): a row per point, paired on the seeds both cells share with the label rates' cell of
+    the dataset's own settings and with SGC's label-rate cell at that rate, and the median epoch
+    its seeds were selected at (their lowest validation loss); then what each setting changed
+    alone from the dataset's own value does."""
+    params, study = results.params, LOW_RATE
+    rate = params["studies"][study]["settings"]["train_per_class"]
+    at_rate = (("train_per_class", rate),)
+    grid = points(params, study)
+    keys = [key for key, _ in grid[0]] if grid else []
+    lines = ["", f"## {TITLES[study]}", "", f"Test accuracy at {rate} labels a class (params.yaml `studies.{study}`). "
+             + CHOICES[study] + " Differences are paired means (ours − theirs) with the paired t-test's p."]
+    for dataset in study_datasets(params, study):
+        own_hp = config.hparams_for(params, dataset, "cadnet")
+        own = results.seeds("label_rates", dataset, "cadnet", at_rate)
+        sgc = results.seeds("label_rates", dataset, "sgc", at_rate)
+
+        def against(seeds: pd.DataFrame | None, theirs: pd.DataFrame | None) -> str:
+            if seeds is None or theirs is None or min(len(seeds), len(theirs)) < MIN_SEEDS:
+                return "not run"
+            a, b, n, p_value = paired_means(seeds, theirs)
+            return f"{a - b:+.2f} (p = {p_value:.1e}, {n} seeds)"
+
+        lines += ["", f"### {config.DATASET_NAMES[dataset]}", "",
+                  "| " + " | ".join(keys) + " | CAD-Net | against its own settings | against SGC | selected epoch |",
+                  "|" + "---|" * (len(keys) + 4)]
+        for point in grid:
+            m, seeds = results.summary(study, dataset, "cadnet", point), results.seeds(study, dataset, "cadnet", point)
+            is_own = all(own_hp.get(key) == value for key, value in point)
+            values = [f"**{v}**" if own_hp.get(k) == v else str(v) for k, v in point]
+            if m is None or seeds is None:
+                lines.append("| " + " | ".join(values) + " | not run | | | |")
+                continue
+            twin = " ‡" if results.cell(study, dataset, "cadnet", point) != cell_at(params, study, dataset, "cadnet", point) else ""
+            lines.append("| " + " | ".join(values) + f" | {fmt_acc(m)}{runs_label(m)}{twin} | "
+                         + ("(own)" if is_own else against(seeds, own)) + f" | {against(seeds, sgc)} | "
+                         + f"{seeds['selected_epoch'].median():.0f} |")
+        lines += ["", "Each setting changed alone from the dataset's own (bold): "
+                  + "; ".join(_one_change(results, dataset, key, own_hp, grid, own) for key in keys) + "."]
+    lines += ["", "‡ The same network, settings and split as the label rates' cell, which has more seeds and stands "
+                  "for both."]
+    return lines
+
+
+def _one_change(results: Results, dataset: str, key: str, own_hp: dict, grid: list[Point],
+                own: pd.DataFrame | None) -> str:
+    """What the points that differ from the dataset's own settings in ``key`` alone do, paired
+    with the own settings' cell."""
+    found = []
+    for point in grid:
+        if dict(point)[key] == own_hp.get(key) or any(own_hp.get(k) != v for k, v in point if k != key):
+            continue
+        seeds = results.seeds(LOW_RATE, dataset, "cadnet", point)
+        if seeds is None or own is None or len(seeds) < MIN_SEEDS:
+            found.append(f"{key} {own_hp.get(key)} -> {dict(point)[key]}: not run")
+            continue
+        a, b, n, p_value = paired_means(seeds, own)
+        found.append(f"{key} {own_hp.get(key)} -> {dict(point)[key]}: {a - b:+.2f} (p = {p_value:.1e})")
+    return ", ".join(found) or f"{key}: the grid has no other value"
 
 
 def twin_footnote(borrowed: list[str]) -> list[str]:
