@@ -276,6 +276,52 @@ def study_figure(results: studies.Results, study: str, paper: dict | None = None
     return fig
 
 
+def low_rate_figure(results: studies.Results, paper: dict):
+    """``low_rate_settings`` (ours): a panel per dataset, CAD-Net's accuracy at the study's rate
+    against the entropy weight, a line per learning rate (colour) and number of epochs (solid:
+    the more), ± one std; the dataset's own settings ringed; SGC's label-rate cell and the
+    paper's CAD-Net at that rate as dashed levels."""
+    params, study = results.params, studies.LOW_RATE
+    rate = params["studies"][study]["settings"]["train_per_class"]
+    datasets = studies.study_datasets(params, study)
+    grid = params["studies"][study]["grid"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.6), squeeze=False)
+    legend = {}
+    for ax, dataset in zip(axes[0], datasets):
+        own = config.hparams_for(params, dataset, DEFAULT_METHOD)
+        rows = [{**dict(point), "mean": m["test_acc"]["mean"], "std": m["test_acc"]["std"]}
+                for point in studies.points(params, study)
+                if (m := results.summary(study, dataset, DEFAULT_METHOD, point)) is not None]
+        cells = pd.DataFrame(rows)
+        for (lr, epochs), line in (cells.groupby(["lr", "epochs"]) if rows else []):
+            line = line.sort_values("lambda_ent")
+            colour = plt.get_cmap("tab10")(grid["lr"].index(lr))  # the same colour for a lr in every panel
+            style = "-" if epochs == max(grid["epochs"]) else ":"
+            legend.setdefault(f"lr {lr:g}, {epochs} epochs", ax.errorbar(
+                line["lambda_ent"], line["mean"], yerr=line["std"], fmt=f"o{style}", ms=3, capsize=2, color=colour)[0])
+            mine = line[(line["lambda_ent"] == own["lambda_ent"]) & (lr == own["lr"]) & (epochs == own["epochs"])]
+            if len(mine):
+                legend.setdefault("the dataset's own settings", ax.plot(
+                    mine["lambda_ent"], mine["mean"], "o", ms=10, mfc="none", color="black")[0])
+        levels = [(results.summary("label_rates", dataset, "sgc", (("train_per_class", rate),)), "SGC (ours)", "tab:gray")]
+        published = (paper.get("label_rates", {}).get(dataset, {}).get(DEFAULT_METHOD) or {}).get(rate)
+        for m, label, colour in levels:
+            if m is not None:
+                legend.setdefault(label, ax.axhline(m["test_acc"]["mean"], ls="--", lw=1, color=colour))
+        if published:
+            legend.setdefault("CAD-Net, the paper's", ax.axhline(published[0], ls="--", lw=1, color="tab:olive"))
+        if not rows:
+            ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
+        ax.set_xticks(grid["lambda_ent"], [f"{v:g}" for v in grid["lambda_ent"]])
+        ax.set(title=config.DATASET_NAMES[dataset], xlabel=r"entropy weight $\lambda_{ent}$", ylabel="test accuracy (%)")
+    fig.suptitle(f"CAD-Net at {rate} labels a class: its settings swept (ours, beside Figure 2); mean ± std over seeds",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.legend(legend.values(), legend.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=7,
+               frameon=False)
+    return fig
+
+
 def beta_lines(results: studies.Results, dataset: str) -> list[tuple[float, str, str]]:
     """Figure B.4's dashed lines (level, "legend: label here", colour): the state of the art, twice
     (the paper does not say which method it drew): our best Table 2 baseline here and the paper's
@@ -350,6 +396,10 @@ def main(argv: list[str]) -> None:
         if drawn:  # a study none of whose cells ran has no figure
             save(f"figure{STUDY_FIGURES[study][0].split()[1].replace('.', '')}_{study}", study_figure(results, study, paper))
         curves.update(drawn)
+    if studies.LOW_RATE in params["studies"] and any(
+            results.summary(studies.LOW_RATE, cell.dataset, cell.method, cell.setting) is not None
+            for cell in config.cells(params) if cell.study == studies.LOW_RATE):
+        save(studies.LOW_RATE, low_rate_figure(results, paper))
     # git keeps no empty folder, and a clone must hold this DVC output: a table with no rows
     write_tables("studies", curves or {"no_study_ran": pd.DataFrame(columns=["value", "test_acc", "std", "runs"])})
     print(f"wrote {len(saved)} figures to {FIGURES_ROOT}/ and their data to {PLOT_DATA_ROOT}/")

@@ -365,3 +365,40 @@ def test_figure_b4_draws_the_state_of_the_art_twice_ours_and_the_papers():
         (83.3, "state of the art (our best Table 2 baseline): APPNP"),
         (83.1, "state of the art (the paper's best Table 2 baseline): GAT"),
         (83.75, r"CAD only ($\beta$ = 1): CAD")]
+
+
+def test_the_low_rate_settings_figure_draws_a_line_per_learning_rate_and_rings_the_datasets_own(evaluated, monkeypatch):
+    """CAD-Net at 5 a class on Cora over the entropy weight: a line per (lr, epochs), coloured by
+    lr as the grid orders them, and a ring at Cora's own settings (0.5, 0.01, 100 epochs)."""
+    from conftest import fake_record, read_params, write_params
+    from pipeline import train
+
+    params = read_params(evaluated)
+    params["studies"]["low_rate_settings"] = {
+        "datasets": ["cora"], "methods": ["cadnet"], "runs": {"default": 0, "cora": 2},
+        "settings": {"split": "public_subset", "train_per_class": 5},
+        "grid": {"lambda_ent": [0.0, 0.5], "lr": [0.01, 0.03], "epochs": [100]}}
+    write_params(evaluated, params)
+    for name, accs in {"lambda_ent=0.0-lr=0.01-epochs=100": (0.70, 0.74), "lambda_ent=0.5-lr=0.01-epochs=100": (0.60, 0.64),
+                       "lambda_ent=0.0-lr=0.03-epochs=100": (0.75, 0.77), "lambda_ent=0.5-lr=0.03-epochs=100": (0.66, 0.70)}.items():
+        train.write_tables("cora", "cadnet", f"low_rate_settings-{name}", [fake_record(s, a) for s, a in enumerate(accs)])
+    write_tables_of_fake_seeds(evaluated)
+    drawn = {}
+    real_save = plot.save_figure
+    monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.setdefault(name, fig), real_save(folder, name, fig))[1])
+    monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)
+    plot.main([])
+    fig = drawn["low_rate_settings"]
+    assert_png(evaluated / "reports/figures/low_rate_settings.png")
+    (cora,) = fig.axes
+    slow, fast = (container.lines[0] for container in cora.containers)
+    assert list(slow.get_xdata()) == [0.0, 0.5] and list(slow.get_ydata()) == pytest.approx([72.0, 62.0])
+    assert list(fast.get_xdata()) == [0.0, 0.5] and list(fast.get_ydata()) == pytest.approx([76.0, 68.0])
+    tab10 = matplotlib.pyplot.get_cmap("tab10")
+    assert slow.get_color() == tab10(0) and fast.get_color() == tab10(1)
+    ring = next(line for line in cora.get_lines() if line.get_markersize() == 10)
+    assert list(ring.get_xdata()) == [0.5] and list(ring.get_ydata()) == pytest.approx([62.0])
+    assert cora.get_xlabel().startswith("entropy weight") and cora.get_ylabel() == "test accuracy (%)"
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "lr 0.01, 100 epochs", "the dataset's own settings", "lr 0.03, 100 epochs", "CAD-Net, the paper's"]
+    matplotlib.pyplot.close("all")
