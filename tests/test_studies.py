@@ -221,6 +221,10 @@ def test_cadnets_low_rate_settings_are_paired_with_its_own_settings_cell_and_sgc
     row = next(line for line in section.splitlines() if line.startswith("| 0.0 | **0.01** |"))
     assert "| +8.00 (p = " in row and row.endswith("| 30 |")
     assert "lambda_ent 0.5 -> 0.0: +5.00 (p = " in section and "lr 0.01 -> 0.03: -1.00 (p = " in section
+    per_seed[grid_cell("low_rate_settings", "cadnet", lambda_ent=0.5, lr=0.03)] = seeds_at(67.0).assign(selected_epoch=30)
+    results = studies.Results(params, stats.collect(per_seed, stats.load_paper()), per_seed,
+                              studies.twin_cells(params, per_seed))
+    assert "lr 0.01 -> 0.03: +0.00 (the same on every seed)" in "\n".join(studies.low_rate_markdown(results))
     del per_seed[grid_cell("label_rates", "sgc", train_per_class=5)]
     results = studies.Results(params, stats.collect(per_seed, stats.load_paper()), per_seed,
                               studies.twin_cells(params, per_seed))
