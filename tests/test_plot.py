@@ -251,6 +251,18 @@ def test_one_very_wide_error_bar_runs_off_the_axes_with_its_std_written_beside_i
     matplotlib.pyplot.close(fig)
 
 
+def drawn_figures(evaluated, monkeypatch) -> dict:
+    """The plot stage run over Table 2's fake seeds and the tables a test wrote: each figure by
+    name, kept open to look at."""
+    write_tables_of_fake_seeds(evaluated)
+    drawn = {}
+    real_save = plot.save_figure
+    monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.setdefault(name, fig), real_save(folder, name, fig))[1])
+    monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)
+    plot.main([])
+    return drawn
+
+
 def test_a_studys_figure_draws_a_line_per_method_over_its_grid_with_its_data_for_dvc(evaluated, monkeypatch):
     """Figure 1 from a hidden-units study: a panel per dataset, the widths on the x axis, a line
     per method that ran (mean), its band (± std), "not run" on a panel with none; the same
@@ -266,12 +278,7 @@ def test_a_studys_figure_draws_a_line_per_method_over_its_grid_with_its_data_for
     write_params(evaluated, params)
     train.write_tables("cora", "cadnet", "hidden_units-hidden=16", [fake_record(0, 0.70), fake_record(1, 0.74)])
     train.write_tables("cora", "cadnet", "hidden_units-hidden=64", [fake_record(0, 0.80), fake_record(1, 0.84)])
-    write_tables_of_fake_seeds(evaluated)
-    drawn = {}
-    real_save = plot.save_figure
-    monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.setdefault(name, fig), real_save(folder, name, fig))[1])
-    monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)
-    plot.main([])
+    drawn = drawn_figures(evaluated, monkeypatch)
     fig = drawn["figure1_hidden_units"]
     assert_png(evaluated / "reports/figures/figure1_hidden_units.png")
     citeseer, cora = fig.axes
@@ -382,12 +389,7 @@ def test_the_low_rate_settings_figure_draws_a_line_per_learning_rate_and_rings_t
     for name, accs in {"lambda_ent=0.0-lr=0.01-epochs=100": (0.70, 0.74), "lambda_ent=0.5-lr=0.01-epochs=100": (0.60, 0.64),
                        "lambda_ent=0.0-lr=0.03-epochs=100": (0.75, 0.77), "lambda_ent=0.5-lr=0.03-epochs=100": (0.66, 0.70)}.items():
         train.write_tables("cora", "cadnet", f"low_rate_settings-{name}", [fake_record(s, a) for s, a in enumerate(accs)])
-    write_tables_of_fake_seeds(evaluated)
-    drawn = {}
-    real_save = plot.save_figure
-    monkeypatch.setattr(plot, "save_figure", lambda folder, name, fig: (drawn.setdefault(name, fig), real_save(folder, name, fig))[1])
-    monkeypatch.setattr(plot.plt, "close", lambda fig=None: None)
-    plot.main([])
+    drawn = drawn_figures(evaluated, monkeypatch)
     fig = drawn["low_rate_settings"]
     assert_png(evaluated / "reports/figures/low_rate_settings.png")
     (cora,) = fig.axes
