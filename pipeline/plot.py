@@ -303,11 +303,10 @@ def low_rate_figure(results: studies.Results, paper: dict):
             if len(mine):
                 legend.setdefault("the dataset's own settings", ax.plot(
                     mine["lambda_ent"], mine["mean"], "o", ms=10, mfc="none", color="black")[0])
-        levels = [(results.summary("label_rates", dataset, "sgc", (("train_per_class", rate),)), "SGC (ours)", "tab:gray")]
+        sgc = results.summary("label_rates", dataset, "sgc", (("train_per_class", rate),))
         published = (paper.get("label_rates", {}).get(dataset, {}).get(DEFAULT_METHOD) or {}).get(rate)
-        for m, label, colour in levels:
-            if m is not None:
-                legend.setdefault(label, ax.axhline(m["test_acc"]["mean"], ls="--", lw=1, color=colour))
+        if sgc is not None:
+            legend.setdefault("SGC (ours)", ax.axhline(sgc["test_acc"]["mean"], ls="--", lw=1, color="tab:gray"))
         if published:
             legend.setdefault("CAD-Net, the paper's", ax.axhline(published[0], ls="--", lw=1, color="tab:olive"))
         if not rows:
