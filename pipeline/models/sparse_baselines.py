@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
+from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from pipeline.models.adacad_batched import BlockDiagonalGraph, StackedSparseFeatures
 from pipeline.models.methods import PRODUCT_ORDERS
@@ -455,7 +455,7 @@ class SparseGAT(SparseSeeds):
         score_dst = _SeedScores.apply(xw, self.att_dst[k]).reshape(-1)
         # CSR rows are the messages' targets i, columns their sources j (``push``)
         logits = F.leaky_relu(score_src[layout.col] + score_dst[layout.row], self.NEGATIVE_SLOPE)
-        alpha = softmax(logits, ptr=layout.crow)
+        alpha = layout.softmax(logits)
         if self.training and self.p_drop > 0:
             draws = self.streams.uniform((self.edge_index.size(1), H), seed_dim=0)  # [S, E, H]
             alpha = alpha * (draws.view(-1)[self.draw_at[H]] >= self.p_drop) * (1.0 / (1.0 - self.p_drop))
@@ -525,7 +525,7 @@ class SparseAGNN(SparseSeeds):
     def propagate(self, h: Tensor, beta: Tensor) -> Tensor:
         normalised = F.normalize(h, p=2.0, dim=-1)
         scores = self.graph.edge_products(_SeedScale.apply(normalised, beta), normalised)
-        alpha = softmax(scores, ptr=self.graph.forward_layout.crow)  # CSR rows: the messages' targets
+        alpha = self.graph.forward_layout.softmax(scores)  # CSR rows: the messages' targets
         return self.graph.diffuse(h, alpha, 1)
 
     def forward(self) -> NetOutput:
