@@ -248,3 +248,20 @@ def test_csr_softmax_equals_pyg_softmax_with_ptr_bit_for_bit():
     assert torch.equal(*(torch.autograd.grad((out * weights).sum(), scores)[0] for out in (got, want)))
     sums = torch.zeros(layout.size).index_add_(0, layout.row, got.detach())
     torch.testing.assert_close(sums, torch.ones(layout.size))  # each row of this graph has entries
+
+
+@pytest.mark.parametrize("S", [1, 3])
+def test_stacked_features_without_dropout_equal_torch_sparse_mm_bit_for_bit(S):
+    """The sparse baselines' eval pass takes this product, their training without dropout
+    ``torch.sparse.mm`` of X and the seeds' weights side by side (their committed cells were
+    trained with it in both): values and gradients must match exactly."""
+    torch.manual_seed(0)
+    x = (torch.rand(60, 40) < 0.3) * torch.rand(60, 40)  # real values, rows of ~12 entries
+    x = x.to_sparse()
+    weight = torch.randn(40, S, 7, requires_grad=True)
+    upstream = torch.randn(60, S, 7)
+    got = StackedSparseFeatures(x, S).matmul(weight)
+    want = torch.sparse.mm(x, weight.reshape(40, S * 7)).view(60, S, 7)
+    assert torch.equal(got, want)
+    grads = [torch.autograd.grad((out * upstream).sum(), weight)[0] for out in (got, want)]
+    assert torch.equal(*grads)
