@@ -4,8 +4,8 @@ came from, generated from the per-seed tables and git.
 For every cell with a per-seed table (``reports/eval/<dataset>/<method>/<cell>.csv``): its seeds, the
 machines that trained them (each seed file names its device, and evaluate keeps it), the
 engine, the training time the table implies, and the date and commit that last changed the
-table. Run it after committing new results; it is not a DVC stage, since what it reads from git
-is not a file DVC could track.
+table (``not committed`` before the table is). Run it after committing new results, and commit
+its output; it is not a DVC stage, since what it reads from git is not a file DVC could track.
 """
 from __future__ import annotations
 
@@ -35,7 +35,12 @@ takes every seed of the same identity, whichever machine trained it.
 
 
 def last_change(path: Path) -> str:
-    """``2026-11-20 (abc1234)``: the commit that last changed ``path``, or ``-`` outside git."""
+    """``2026-11-20 (abc1234)``: the commit that last changed ``path``, or ``-`` outside git;
+    ``not committed`` when the table differs from the last commit's (or is new), whose row
+    would otherwise name a commit that does not hold these numbers."""
+    pending = subprocess.run(["git", "status", "--porcelain", "--", str(path)], capture_output=True, text=True)
+    if pending.returncode == 0 and pending.stdout.strip():
+        return "not committed"
     # a table moved whole (into its family's folder) keeps the date its numbers last changed
     shown = subprocess.run(["git", "log", "-1", "--follow", "--diff-filter=AM", "--format=%ad (%h)", "--date=short",
                             "--", str(path)],

@@ -33,6 +33,19 @@ def test_each_cell_gets_its_seeds_machines_time_and_last_commit(evaluated):
     assert provenance.last_change(table.parent / "beta/moved.csv") == f"2026-11-20 ({commit})"
 
 
+def test_a_table_changed_since_the_last_commit_is_not_committed(evaluated):
+    table = evaluated / "reports/eval/cora/cadnet/main.csv"
+    _git(evaluated, "init", "-q")
+    _git(evaluated, "add", "reports")
+    _git(evaluated, "commit", "-q", "-m", "results")
+    assert provenance.last_change(table) == f"2026-11-20 ({_git(evaluated, 'log', '-1', '--format=%h').strip()})"
+    table.write_text(table.read_text() + "\n")
+    assert provenance.last_change(table) == "not committed"
+    new = table.parent / "retrained.csv"
+    new.write_text(table.read_text())
+    assert provenance.last_change(new) == "not committed"
+
+
 def test_outside_git_the_date_is_a_dash(evaluated):
     assert provenance.last_change(evaluated / "reports/eval/cora/cadnet/main.csv") == "-"
 
@@ -52,3 +65,18 @@ def test_a_studys_cells_add_up_under_its_name(evaluated):
     provenance.main([])
     lines = (evaluated / "reports/RUNS.md").read_text().splitlines()
     assert [line for line in lines if line.startswith("| beta")] == ["| beta | 2 | 2 | cpu (4) | 42 s |"]
+
+
+def test_the_committed_runs_file_is_current(monkeypatch):
+    """reports/RUNS.md holds a row for every committed per-seed table, with its seeds, machines,
+    engine and time as the tables give them, and no row left ``not committed``."""
+    from conftest import PROJECT_ROOT
+
+    committed = (PROJECT_ROOT / "reports/RUNS.md").read_text()
+    assert "| not committed |" not in committed
+    monkeypatch.setattr(provenance, "last_change", lambda path: "-")
+
+    def without_dates(text):
+        return [line.rsplit("|", 2)[0] for line in text.splitlines() if line.startswith("| ")]
+
+    assert without_dates(committed) == without_dates(provenance.runs_markdown(PROJECT_ROOT / "reports/eval"))
