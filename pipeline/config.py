@@ -52,7 +52,7 @@ NOT_IN_A_GRID = ("self_loops", "seed_chunk")
 # own per-dataset keys (method_hparams.<method>.<dataset>) do not say otherwise
 BASELINE_PROTOCOL_KEYS = ("normalize_features", "epochs", "early_stop_window")
 TOP_LEVEL_KEYS = ("datasets", "methods", "runs", "studies", "baseline_protocol", "device", "engine", "seed_chunk",
-                  "memory_budget_gb", "n_jobs", "hparams", "method_hparams")
+                  "memory_budget_gb", "n_jobs", "chunk_workers", "hparams", "method_hparams")
 # The top-level keys that must be written, with the global overrides of TABLE_RULES: dvc.yaml's
 # matrices and params deps read some (DVC fails on a missing one only after deleting that stage's
 # outputs, so the check stage requires them first; tests/test_dvc_yaml.py holds that), and
@@ -266,6 +266,9 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     n_jobs = params.get("n_jobs", -1)
     if not (_is_int(n_jobs) and n_jobs != 0):
         raise ConfigError(f"n_jobs: got {n_jobs!r}; allowed values: a non-zero integer (-1: all cores)")
+    workers = params.get("chunk_workers", 1)
+    if not (_is_int(workers) and workers != 0):
+        raise ConfigError(f"chunk_workers: got {workers!r}; allowed values: a non-zero integer (-1: all cores)")
 
     table = params.get("hparams")
     if not isinstance(table, dict):

@@ -72,6 +72,7 @@ BAD_TOP_LEVEL = [
     ("runs-huge", {"runs": 10**12}, "runs", ["an integer in [1, 10000]"]),
     ("device", {"device": "tpu"}, "device", ["auto", "cpu", "cuda"]),
     ("n_jobs-0", {"n_jobs": 0}, "n_jobs", ["non-zero integer"]),
+    ("chunk_workers-0", {"chunk_workers": 0}, "chunk_workers", ["non-zero integer"]),
 ]
 # keys of the training engine, when this version of config.py knows them
 if hasattr(config, "ENGINES"):

@@ -206,11 +206,19 @@ def test_only_the_single_engine_on_cpu_trains_seeds_side_by_side(single_engine, 
     assert plan.workers_side_by_side(single_engine, device, n_jobs) == expected
 
 
+@pytest.mark.parametrize("device, workers, peak_gb, expected",
+                         [("cpu", 2, 1, 2), ("cpu", 4, 2, 3), ("cpu", 2, 4, 1), ("cpu", 2, 7, 1), ("cpu", 1, 1, 1),
+                          ("cuda", 2, 1, 1)])
+def test_batched_chunks_side_by_side_fit_the_memory_budget_together(device, workers, peak_gb, expected):
+    """chunk_workers on a CPU, as many as 6 GB holds of the chunks' estimated peaks (at least one)."""
+    assert plan.chunk_workers(device, workers, peak_gb * 2**30, 6 * 2**30) == expected
+
+
 def test_seeds_trained_side_by_side_in_workers_divide_the_estimate(tmp_path):
     write_table(tmp_path, "cora", "agnn", [(100, 600.0, "cpu")])  # 60 s per seed, in its worker
     assert plan.estimate("cora", "agnn", 4, tmp_path).startswith("~4.0 min")
     two = plan.estimate("cora", "agnn", 4, tmp_path, side_by_side=2)
-    assert two.startswith("~2.0 min") and "2 seeds at a time" in two
+    assert two.startswith("~2.0 min") and "2 worker processes side by side" in two
     assert plan.estimate("cora", "agnn", 1, tmp_path, side_by_side=2).startswith("~60 s")  # one seed: no one beside it
 
 

@@ -157,6 +157,33 @@ def test_only_the_allocators_refusals_count_as_out_of_memory(err, expected):
     assert device.is_out_of_memory(err) is expected
 
 
+@pytest.mark.parametrize("method", ["cadnet", "gcn"])
+def test_chunks_in_worker_processes_give_the_records_of_chunks_in_the_stage(workdir, monkeypatch, capsys, method):
+    """chunk_workers 2: the cell's three chunks train in joblib's worker processes (the stage's
+    own run_chunk is broken here, and workers do not see that), with the same records bit for
+    bit as one chunk after another in the stage's process (GCN: its sparse network on Cora, as
+    params.yaml selects it, whose seeds draw dropout from their own streams as CAD-Net's do)."""
+    run_dir = _cora_workdir(workdir, method=method, runs=6, seed_chunk=2, epochs=3, p_drop=0.3, chunk_workers=1)
+    train_cell(["cora", method])
+    alone = _records(run_dir)
+    assert len(alone) == 6
+    shutil.rmtree(run_dir)
+    _forget_tables(workdir, method)
+
+    def broken(*args, **kwargs):
+        raise AssertionError("a chunk ran in the stage's process")
+
+    monkeypatch.setattr(dispatch, "run_chunk", broken)
+    update_params(workdir, chunk_workers=2)
+    train_cell(["cora", method])
+    assert "2 at a time" in capsys.readouterr().err
+    side_by_side = _records(run_dir)
+    assert sorted(side_by_side) == sorted(alone)
+    for name, record in alone.items():
+        assert side_by_side[name]["history"] == record["history"], name
+        assert side_by_side[name]["test_acc"] == record["test_acc"], name
+
+
 # ------------------------------------------------------------------------ the registry's switches
 
 

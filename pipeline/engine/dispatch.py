@@ -4,7 +4,8 @@ single-seed network. An engine takes a family's chunks and hands back each chunk
 finishes; the train stage saves them.
 
 - :class:`LocalEngine`, the default: this machine. Batched chunks one after another in this
-  process; single seeds in joblib's worker processes (``n_jobs``) on a CPU.
+  process, or on a CPU side by side in joblib's worker processes (``chunk_workers``); single
+  seeds in joblib's worker processes (``n_jobs``) on a CPU.
 - :class:`ClusterEngine`: a Dask cluster (``distributed``), named by the environment variable
   ``CADNET_CLUSTER``: a scheduler's address (``tcp://host:8786``) or its scheduler file. The
   chunks run on its workers (on a worker's GPU where it has one and ``device`` is ``auto``) and
@@ -31,7 +32,8 @@ from typing import Callable, Iterator, NamedTuple
 from pipeline import config
 from pipeline.engine.device import device_label, resolve_device_name
 from pipeline.engine.loop import Replica, TrainingError, train_replicas
-from pipeline.engine.plan import workers_side_by_side
+from pipeline.engine.memory import peak_bytes
+from pipeline.engine.plan import chunk_workers, workers_side_by_side
 
 CLUSTER_VARIABLE = "CADNET_CLUSTER"
 CONNECT_SECONDS = 20  # for the scheduler to answer
@@ -102,45 +104,58 @@ _WATCHING_PARENT = False
 
 
 @functools.lru_cache(maxsize=1)
-def _graph_in_worker(dataset: str, rule) -> dict:
-    """Each joblib worker loads the graph once instead of receiving a pickled copy per seed."""
+def _graph_in_worker(dataset: str, rule, project: str) -> dict:
+    """Each joblib worker loads the graph once instead of receiving a pickled copy per seed,
+    from the stage's project folder (joblib may reuse a worker started from another)."""
     import torch
 
     from pipeline.engine.cells import load_cell_graph
 
     torch.set_num_threads(1)
+    os.chdir(project)
     return load_cell_graph(dataset, rule)
 
 
-def _run_in_worker(chunk: Chunk, dataset: str, rule, device_setting: str) -> list[dict]:
+def _run_in_worker(chunk: Chunk, dataset: str, rule, device_setting: str, project: str) -> list[dict]:
     exit_with_parent()
-    return run_chunk(chunk, _graph_in_worker(dataset, rule), device_setting)
+    return run_chunk(chunk, _graph_in_worker(dataset, rule, project), device_setting)
 
 
 class LocalEngine:
-    """This machine: batched chunks (and everything on a GPU) one after another in this
-    process; single seeds on a CPU in ``n_jobs`` joblib processes, side by side."""
+    """This machine: everything on a GPU one after another in this process; on a CPU, single
+    seeds in ``n_jobs`` joblib processes side by side, and batched chunks in ``chunk_workers``
+    of them (1: one after another in this process), as many as fit the memory budget."""
     name = "this machine"
 
-    def __init__(self, n_jobs: int = -1):
-        self.n_jobs = n_jobs
+    def __init__(self, n_jobs: int = -1, chunk_workers: int = 1, memory_budget_gb: float = 6):
+        self.n_jobs, self.chunk_workers, self.budget = n_jobs, chunk_workers, memory_budget_gb * 2**30
+
+    def workers(self, chunks: list[Chunk], graph: dict, device: str) -> int:
+        """Worker processes for ``chunks`` (1: this process, one after another)."""
+        if not any(c.batched for c in chunks):
+            workers = workers_side_by_side(True, device, self.n_jobs)
+        else:
+            peak = max(peak_bytes(graph, c.replicas[0].hp, len(c.replicas)) for c in chunks)
+            workers = chunk_workers(device, self.chunk_workers, peak, self.budget)
+        return min(workers, len(chunks))
 
     def run(self, chunks: list[Chunk], graph: dict, source: tuple[str, object], device_setting: str,
             may_start: Callable[[Chunk], bool]) -> Iterator[tuple[int, list[dict]]]:
         """Each chunk's index and records as it finishes; ``source`` (dataset, feature rule) is
-        where a worker process loads the graph from. No chunk starts once ``may_start`` says no."""
+        where a worker process loads the graph from. No chunk starts once ``may_start`` says no
+        (in this process; workers are handed every chunk)."""
         from joblib import Parallel, delayed
 
-        single = not any(c.batched for c in chunks)
-        if workers_side_by_side(single, resolve_device_name(device_setting), self.n_jobs) == 1 or len(chunks) == 1:
+        workers = self.workers(chunks, graph, resolve_device_name(device_setting))
+        if workers == 1:
             for index, chunk in enumerate(chunks):
                 if not may_start(chunk):
                     return
                 yield index, run_chunk(chunk, graph, device_setting)
             return
-        jobs = (delayed(_indexed)(index, _run_in_worker, chunk, *source, device_setting)
+        jobs = (delayed(_indexed)(index, _run_in_worker, chunk, *source, device_setting, str(Path.cwd()))
                 for index, chunk in enumerate(chunks))
-        yield from Parallel(n_jobs=self.n_jobs, return_as="generator_unordered")(jobs)
+        yield from Parallel(n_jobs=workers, return_as="generator_unordered")(jobs)
 
     def close(self) -> None:
         pass
@@ -274,7 +289,8 @@ class ClusterEngine:
 def engine(params: dict):
     """The engine that ``CADNET_CLUSTER`` names (unset or empty: this machine), closed after."""
     address = os.environ.get(CLUSTER_VARIABLE, "").strip()
-    chosen = ClusterEngine(address) if address else LocalEngine(params.get("n_jobs", -1))
+    chosen = ClusterEngine(address) if address else LocalEngine(
+        params.get("n_jobs", -1), params.get("chunk_workers", 1), params.get("memory_budget_gb", 6))
     try:
         yield chosen
     finally:

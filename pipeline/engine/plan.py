@@ -285,8 +285,9 @@ def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
              baselines: Sequence[str] = ()) -> str:
     """``~12 min (at the committed run's 7.2 s per seed of cora/cadnet)``, or why there is none
     (``measured``: :func:`measured_per_seed`'s answer, where the caller has it already).
-    ``side_by_side``: seeds trained at once in worker processes (the single engine on CPU), each
-    as fast as the per-seed figure, which was measured in such a worker."""
+    ``side_by_side``: worker processes training at once (the single engine's seeds, or batched
+    chunks with ``chunk_workers``, on CPU), each as fast as the per-seed figure, which was measured
+    in such a worker where the cell's seeds were trained so."""
     if seeds == 0:
         return "nothing to train"
     measured = measured or measured_per_seed(dataset, method, eval_root, device, baselines)
@@ -295,7 +296,7 @@ def estimate(dataset: str, method: str, seeds: int, eval_root: Path = EVAL_ROOT,
     per_seed, source = measured
     at_once = seeds_at_once(seeds, side_by_side)
     return (f"~{duration(per_seed * seeds / at_once)} (at the committed run's {per_seed:.1f} s per seed of {source}"
-            + (f"; {at_once} seeds at a time" if at_once > 1 else "") + ")")
+            + (f"; {at_once} worker processes side by side" if at_once > 1 else "") + ")")
 
 
 def workers_side_by_side(single_engine: bool, device: str, n_jobs: int) -> int:
@@ -303,6 +304,16 @@ def workers_side_by_side(single_engine: bool, device: str, n_jobs: int) -> int:
     CPU (pipeline/train.py), else one (a batched chunk is timed per seed already; CUDA runs
     seeds one after another)."""
     return effective_n_jobs(n_jobs) if single_engine and device == "cpu" else 1
+
+
+def chunk_workers(device: str, workers: int, chunk_peak_bytes: int, budget_bytes: float) -> int:
+    """Batched chunks trained at once on a CPU, each in a worker process of its own
+    (``chunk_workers`` in params.yaml; -1: one per core): no more than their estimated peaks
+    fit ``memory_budget_gb`` together, so a chunk sized to the budget alone trains alone.
+    One on a GPU, which runs its chunks one after another."""
+    if device != "cpu":
+        return 1
+    return max(1, min(effective_n_jobs(workers), int(budget_bytes // max(chunk_peak_bytes, 1))))
 
 
 def seeds_at_once(seeds: int, side_by_side: int) -> int:
