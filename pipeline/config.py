@@ -263,12 +263,10 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict:
     budget = params.get("memory_budget_gb", 6)
     if not (_is_num(budget) and budget > 0):
         raise ConfigError(f"memory_budget_gb: got {budget!r}; allowed values: a number > 0")
-    n_jobs = params.get("n_jobs", -1)
-    if not (_is_int(n_jobs) and n_jobs != 0):
-        raise ConfigError(f"n_jobs: got {n_jobs!r}; allowed values: a non-zero integer (-1: all cores)")
-    workers = params.get("chunk_workers", 1)
-    if not (_is_int(workers) and workers != 0):
-        raise ConfigError(f"chunk_workers: got {workers!r}; allowed values: a non-zero integer (-1: all cores)")
+    for key, default in (("n_jobs", -1), ("chunk_workers", 1)):
+        workers = params.get(key, default)
+        if not (_is_int(workers) and workers != 0):
+            raise ConfigError(f"{key}: got {workers!r}; allowed values: a non-zero integer (-1: all cores)")
 
     table = params.get("hparams")
     if not isinstance(table, dict):

@@ -34,12 +34,26 @@ takes every seed of the same identity, whichever machine trained it.
 """
 
 
-def last_change(path: Path) -> str:
+def uncommitted(root: Path) -> set[Path] | None:
+    """The files under ``root`` that differ from the last commit or are new (resolved paths),
+    from one ``git status``; None outside git."""
+    shown = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "-z", "--no-renames",
+                            "--untracked-files=all", "--", "."], capture_output=True, text=True)
+    top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if shown.returncode != 0 or top.returncode != 0:
+        return None
+    # porcelain names each file relative to the repository's top, after two status letters
+    return {(Path(top.stdout.strip()) / entry[3:]).resolve() for entry in shown.stdout.split("\0") if entry}
+
+
+def last_change(path: Path, pending: set[Path] | None = None) -> str:
     """``2026-11-20 (abc1234)``: the commit that last changed ``path``, or ``-`` outside git;
     ``not committed`` when the table differs from the last commit's (or is new), whose row
-    would otherwise name a commit that does not hold these numbers."""
-    pending = subprocess.run(["git", "status", "--porcelain", "--", str(path)], capture_output=True, text=True)
-    if pending.returncode == 0 and pending.stdout.strip():
+    would otherwise name a commit that does not hold these numbers. ``pending``: the tables'
+    ``uncommitted`` files, asked of git once for them all (else for ``path`` alone)."""
+    if pending is None:
+        pending = uncommitted(path.parent) if path.parent.is_dir() else None
+    if pending is not None and path.resolve() in pending:
         return "not committed"
     # a table moved whole (into its family's folder) keeps the date its numbers last changed
     shown = subprocess.run(["git", "log", "-1", "--follow", "--diff-filter=AM", "--format=%ad (%h)", "--date=short",
@@ -79,6 +93,7 @@ def studies_markdown(tables: dict[tuple[str, str, str], pd.DataFrame]) -> list[s
 
 def runs_markdown(root: Path = EVAL_ROOT) -> str:
     tables, changed = {}, {}
+    pending = uncommitted(root) if root.is_dir() else None
     for dataset in config.DATASETS:
         for path in sorted((root / dataset).glob("*/*.csv")):
             if path.stem.endswith(("_gamma", "_epochs")):
@@ -86,7 +101,7 @@ def runs_markdown(root: Path = EVAL_ROOT) -> str:
             table = read_per_seed(dataset, path.parent.name, path.stem, root=root)
             if not table.empty:
                 tables[(dataset, path.parent.name, path.stem)] = table
-                changed[(dataset, path.parent.name, path.stem)] = last_change(path)
+                changed[(dataset, path.parent.name, path.stem)] = last_change(path, pending)
     lines = [HEADER, *studies_markdown(tables), "", "## Per cell", "",
              "| dataset | method | cell | seeds | machines (seeds) | engine | training time | table last changed |",
              "|---|---|---|---|---|---|---|---|"]

@@ -98,10 +98,11 @@ def train_pending(params: dict, cells: list[PreparedCell], engine, stop_at: floa
     how = f"chunks of up to {size}" if engine_kind == "batched" else "one at a time"
     on = device if isinstance(engine, dispatch.LocalEngine) else engine.name
     chunks, owners = plan_chunks(cells, pending, size)
-    side_by_side = plan.workers_side_by_side(engine_kind == "single", device, params.get("n_jobs", -1))
-    if engine_kind == "batched" and chunks and isinstance(engine, dispatch.LocalEngine):
-        side_by_side = engine.workers(chunks, graph, device)  # chunks in worker processes (chunk_workers)
-        how += f", {side_by_side} at a time" if side_by_side > 1 else ""
+    if isinstance(engine, dispatch.LocalEngine) and chunks:  # seeds or chunks in worker processes
+        side_by_side = engine.workers(chunks, graph, device)
+    else:
+        side_by_side = plan.workers_side_by_side(engine_kind == "single", device, params.get("n_jobs", -1))
+    how += f", {side_by_side} at a time" if engine_kind == "batched" and side_by_side > 1 else ""
     measured = group_measured(params, cells, device)
     estimate = plan.estimate(dataset, method, len(pending), measured=measured, side_by_side=side_by_side)
     print(f"train {where}: {runs} seeds, {runs - len(pending)} reused, {len(pending)} to train "
