@@ -55,7 +55,7 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
             study[3].append(cell)
             continue
         spec = cell_spec(params, cell)  # in memory: its grid values in the grid's order, which name the cell
-        side_by_side = plan.workers_side_by_side(spec["engine"] == "single", device, params.get("n_jobs", -1))
+        side_by_side = cell_side_by_side(params, cell, spec["engine"], runs, device)
         measured = plan.cell_measured(params, cell, device, baselines)
         study[0] += 1
         if measured is None:
@@ -102,6 +102,30 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
                          + (", ..." if len(unrun) > 3 else ""))
         lines.append(f"  {name}: {'; '.join(parts)}")
     return lines
+
+
+def cell_side_by_side(params: dict, cell: config.Cell, engine_kind: str, runs: int, device: str,
+                      data_root: Path = DATA_STATS_ROOT) -> int:
+    """How many of a cell's seeds or chunks the train stage runs at once on this machine: the
+    single engine's ``n_jobs`` workers, or the batched engine's ``chunk_workers``, no more than
+    the cell has chunks (of ``seed_chunk`` seeds) and their estimated peaks fit the budget
+    (from reports/data's counts, features taken as empty, as :func:`check_memory_budget` does;
+    not yet preprocessed: the budget is not counted)."""
+    if engine_kind == "single" or device != "cpu":
+        return plan.workers_side_by_side(engine_kind == "single", device, params.get("n_jobs", -1))
+    hp = config.cell_hparams(params, cell)
+    cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))
+    seeds = max(1, runs if cap == "auto" else min(cap, runs))
+    path = data_root / f"{cell.dataset}.json"
+    counts = json.loads(path.read_text()) if path.exists() else {}
+    peak = 0
+    if {"nodes", "directed_edges", "features", "classes"} <= set(counts):
+        sizes = sizes_from_counts(hp, nodes=counts["nodes"], directed_edges=counts["directed_edges"],
+                                  features=counts["features"], feature_nnz=0, classes=counts["classes"])
+        peak = peak_bytes_of(sizes, hp, seeds)
+    workers = plan.chunk_workers(device, params.get("chunk_workers", 1), peak,
+                                 params.get("memory_budget_gb", 6) * 2**30)
+    return max(1, min(workers, -(-runs // seeds)))
 
 
 def seeds_found(spec: dict) -> int:

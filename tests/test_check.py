@@ -171,6 +171,27 @@ def test_the_plan_divides_by_the_workers_only_for_cells_trained_seed_by_seed(wor
     assert "  baselines: 2 cells, ~6.0 min\n" in err
 
 
+@pytest.mark.parametrize("seed_chunk, budget_gb, expected", [
+    (2, 6, "~2.0 min"),  # two chunks of two seeds, one in each of two workers
+    (4, 6, "~4.0 min"),  # one chunk: one worker
+    (2, 0.01, "~4.0 min"),  # two chunks whose estimated peaks do not fit the budget together
+])
+def test_the_plan_divides_by_the_chunk_workers_that_run_a_batched_cells_chunks(workdir, capsys, monkeypatch,
+                                                                              seed_chunk, budget_gb, expected):
+    """chunk_workers 2 on CPU: a batched cell's chunks train two at a time, as the train stage
+    runs them, where they are two and fit memory_budget_gb together."""
+    update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=4, variants=NO_VARIANTS, device="cpu",
+                  chunk_workers=2, seed_chunk=seed_chunk, memory_budget_gb=budget_gb,
+                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {"cora": {}}})
+    (workdir / "reports/data").mkdir(parents=True)
+    (workdir / "reports/data/cora.json").write_text(
+        '{"nodes": 2708, "directed_edges": 13264, "features": 1433, "classes": 7}')
+    monkeypatch.setattr(check.plan, "measured_per_seed", lambda *args, **kwargs: (60.0, "a figure"))
+    check.main([])
+    err = capsys.readouterr().err
+    assert f"cora/gcn/baselines: 4 seeds, {expected}" in err
+
+
 def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them(workdir):
     """A vmapped baseline's seeds share their chunk's dropout stream, so its chunk cap and memory
     budget are in its spec (DVC reruns its stages when they move); CAD-Net's seeds do not depend on
