@@ -109,20 +109,14 @@ def cell_side_by_side(params: dict, cell: config.Cell, engine_kind: str, runs: i
     """How many of a cell's seeds or chunks the train stage runs at once on this machine: the
     single engine's ``n_jobs`` workers, or the batched engine's ``chunk_workers``, no more than
     the cell has chunks (of ``seed_chunk`` seeds) and their estimated peaks fit the budget
-    (from reports/data's counts, features taken as empty, as :func:`check_memory_budget` does;
-    not yet preprocessed: the budget is not counted)."""
+    (:func:`sizes_without_features`; not yet preprocessed: the budget is not counted)."""
     if engine_kind == "single" or device != "cpu":
         return plan.workers_side_by_side(engine_kind == "single", device, params.get("n_jobs", -1))
     hp = config.cell_hparams(params, cell)
     cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))
     seeds = max(1, runs if cap == "auto" else min(cap, runs))
-    path = data_root / f"{cell.dataset}.json"
-    counts = json.loads(path.read_text()) if path.exists() else {}
-    peak = 0
-    if {"nodes", "directed_edges", "features", "classes"} <= set(counts):
-        sizes = sizes_from_counts(hp, nodes=counts["nodes"], directed_edges=counts["directed_edges"],
-                                  features=counts["features"], feature_nnz=0, classes=counts["classes"])
-        peak = peak_bytes_of(sizes, hp, seeds)
+    sizes = sizes_without_features(cell.dataset, hp, data_root)
+    peak = 0 if sizes is None else peak_bytes_of(sizes, hp, seeds)
     workers = plan.chunk_workers(device, params.get("chunk_workers", 1), peak,
                                  params.get("memory_budget_gb", 6) * 2**30)
     return max(1, min(workers, -(-runs // seeds)))
@@ -149,19 +143,28 @@ def seeds_found(spec: dict) -> int:
     return len(found)
 
 
+def sizes_without_features(dataset: str, hp: dict, data_root: Path = DATA_STATS_ROOT) -> dict | None:
+    """The memory estimate's sizes from reports/data's counts of ``dataset``, its features taken
+    as empty (the counts do not hold their non-zeros): a lower bound of the train stage's
+    estimate. None where the dataset is not yet preprocessed."""
+    path = data_root / f"{dataset}.json"
+    counts = json.loads(path.read_text()) if path.exists() else {}
+    if not {"nodes", "directed_edges", "features", "classes"} <= set(counts):
+        return None
+    return sizes_from_counts(hp, nodes=counts["nodes"], directed_edges=counts["directed_edges"],
+                             features=counts["features"], feature_nnz=0, classes=counts["classes"])
+
+
 def check_memory_budget(params: dict, data_root: Path = DATA_STATS_ROOT) -> None:
     """Refuse a ``memory_budget_gb`` below one seed of a trained cell, which every train stage
     would refuse later. From the graph's counts in reports/data (features taken as empty: a
     lower bound of the train stage's estimate); a dataset not yet preprocessed is skipped."""
     budget = params.get("memory_budget_gb", 6)
     for cell in config.trained_cells(params):
-        path = data_root / f"{cell.dataset}.json"
-        counts = json.loads(path.read_text()) if path.exists() else {}
-        if not {"nodes", "directed_edges", "features", "classes"} <= set(counts):
-            continue
         hp = config.cell_hparams(params, cell)
-        sizes = sizes_from_counts(hp, nodes=counts["nodes"], directed_edges=counts["directed_edges"],
-                                  features=counts["features"], feature_nnz=0, classes=counts["classes"])
+        sizes = sizes_without_features(cell.dataset, hp, data_root)
+        if sizes is None:
+            continue
         one_seed = peak_bytes_of(sizes, hp, 1)
         if one_seed > budget * 2**30:
             raise config.ConfigError(f"memory_budget_gb: {budget} GB is below the estimated peak of one seed of "
