@@ -40,41 +40,50 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
     under their spec (``moved``: :func:`write_specs`'s answer, what moved in a cell's spec),
     their seeds and time. Then what the whole selection would cost from scratch, per
     study, labelled as such. A spec back to the one its tables were written from trains nothing
-    and is not listed."""
+    and is not listed. Cells that the train stage batches as replicas of one batch are costed
+    together: their chunks run ``chunk_workers`` at a time whichever cell's seeds they hold."""
     memory = plan.machine_memory_bytes() if device == "cpu" else None
     baselines = config.baseline_methods(params)
-    now, back, training, seeds_now, seconds_now, unknown_now = [], 0, 0, 0, 0.0, 0
     studies: dict[str, list] = {}  # study -> [cells, seconds from scratch, cells without a figure, cells not run]
-    elsewhere = 0
     written: dict[tuple[str, str], dict] = {}
+    rows = []  # (cell, runs, spec, measured, seeds to train now or None, the cell's replica batch)
     for cell in config.cells(params):
-        dataset, method = cell.dataset, cell.method
         runs = config.runs_for(params, cell)
         study = studies.setdefault(cell.study, [0, 0.0, 0, []])
         if runs == 0:
             study[3].append(cell)
             continue
         spec = cell_spec(params, cell)  # in memory: its grid values in the grid's order, which name the cell
-        side_by_side = cell_side_by_side(params, cell, spec["engine"], runs, device)
-        measured = plan.cell_measured(params, cell, device, baselines)
+        family = (cell.dataset, cell.method)
+        if family not in written:
+            written[family] = read_written(*family)
+        to_train = None if tables_hold(cell.dataset, cell.method, spec, written[family]) else runs - seeds_found(spec)
+        rows.append((cell, runs, spec, plan.cell_measured(params, cell, device, baselines), to_train,
+                     (family, replica_batch(params, cell, spec))))
+    batch_seeds: dict = {}  # replica batch -> [its seeds from scratch, its seeds to train now]
+    for cell, runs, spec, measured, to_train, batch in rows:
+        seeds = batch_seeds.setdefault(batch, [0, 0])
+        seeds[0] += runs
+        seeds[1] += to_train or 0
+    now, back, training, seeds_now, seconds_now, unknown_now, elsewhere = [], 0, 0, 0, 0.0, 0, 0
+    for cell, runs, spec, measured, to_train, batch in rows:
+        dataset, method, study = cell.dataset, cell.method, studies[cell.study]
         study[0] += 1
         if measured is None:
             study[2] += 1
         else:
+            side_by_side = cell_side_by_side(params, cell, spec["engine"], batch_seeds[batch][0], device)
             study[1] += measured[0] * runs / plan.seeds_at_once(runs, side_by_side)
             elsewhere += plan.OTHER_MACHINE in measured[1]
-        if (dataset, method) not in written:
-            written[(dataset, method)] = read_written(dataset, method)
-        what = moved.get(str(cell), "its tables were not written under this spec")
-        if tables_hold(dataset, method, spec, written[(dataset, method)]):
+        if to_train is None:
             back += str(cell) in moved
             continue
-        found = seeds_found(spec)
-        to_train = runs - found
+        found = runs - to_train
+        side_by_side = cell_side_by_side(params, cell, spec["engine"], batch_seeds[batch][1], device)
         training, seeds_now = training + 1, seeds_now + to_train
         now.append(f"  {cell}: {runs} seeds" + (f" ({found} found trained)" if found else "") + ", "
                    + plan.estimate(dataset, method, to_train, measured=measured, side_by_side=side_by_side)
-                   + f"; {what}")
+                   + f"; {moved.get(str(cell), 'its tables were not written under this spec')}")
         warning = plan.memory_warning(dataset, method, memory, hp=config.cell_hparams(params, cell))
         if warning:
             now.append(f"    {warning}")
@@ -104,11 +113,22 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
     return lines
 
 
+def replica_batch(params: dict, cell: config.Cell, spec: dict) -> tuple:
+    """Which of its family's cells the train stage batches ``cell`` with, as replicas
+    (:func:`pipeline.engine.cells.replica_key`): cells of one family with the same key."""
+    from pipeline.engine.cells import features_rule, replica_key  # torch: loaded by cell_spec already
+
+    hp = config.cell_hparams(params, cell)
+    key = replica_key(spec, hp, features_rule(params, cell.dataset, hp))
+    return ("alone", str(cell)) if key is None else key
+
+
 def cell_side_by_side(params: dict, cell: config.Cell, engine_kind: str, runs: int, device: str,
                       data_root: Path = DATA_STATS_ROOT) -> int:
     """How many of a cell's seeds or chunks the train stage runs at once on this machine: the
     single engine's ``n_jobs`` workers, or the batched engine's ``chunk_workers``, no more than
-    the cell has chunks (of ``seed_chunk`` seeds) and their estimated peaks fit the budget
+    the ``runs`` seeds of the cell's batch (its own, or its replica batch's) make chunks (of
+    ``seed_chunk`` seeds) and their estimated peaks fit the budget
     (:func:`sizes_without_features`; not yet preprocessed: the budget is not counted)."""
     if engine_kind == "single" or device != "cpu":
         return plan.workers_side_by_side(engine_kind == "single", device, params.get("n_jobs", -1))

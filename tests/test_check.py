@@ -192,6 +192,26 @@ def test_the_plan_divides_by_the_chunk_workers_that_run_a_batched_cells_chunks(w
     assert f"cora/gcn/baselines: 4 seeds, {expected}" in err
 
 
+@pytest.mark.parametrize("rates, expected", [
+    ([5, 10, 15], "~60 s"),  # three cells of two seeds, one batch: chunks of two, two at a time
+    ([5], "~2.0 min"),  # one cell: one chunk of two, one worker
+])
+def test_the_plan_costs_cells_batched_as_replicas_by_their_batchs_chunks(workdir, capsys, monkeypatch, rates, expected):
+    """The train stage batches CAD-Net's label-rate cells as replicas of one batch (they differ
+    only in their split): their chunks run two at a time, though each cell alone is one chunk."""
+    params = update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, variants=NO_VARIANTS,
+                           baselines=NO_VARIANTS, device="cpu", chunk_workers=2, seed_chunk=2)
+    params["studies"]["main"]["runs"] = {"default": 0}
+    params["studies"]["label_rates"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": {},
+                                        "grid": {"train_per_class": rates}}
+    write_params(workdir, params)
+    monkeypatch.setattr(check.plan, "measured_per_seed", lambda *args, **kwargs: (60.0, "a figure"))
+    check.main([])
+    err = capsys.readouterr().err
+    assert f"cora/cadnet/label_rates-train_per_class=5: 2 seeds, {expected}" in err
+    assert f"  label_rates: {len(rates)} cells, {expected if len(rates) == 1 else '~3.0 min'}\n" in err
+
+
 def test_the_chunk_settings_are_in_the_file_of_a_cell_whose_seeds_depend_on_them(workdir):
     """A vmapped baseline's seeds share their chunk's dropout stream, so its chunk cap and memory
     budget are in its spec (DVC reruns its stages when they move); CAD-Net's seeds do not depend on

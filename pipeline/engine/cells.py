@@ -111,13 +111,19 @@ def replica_groups(cells: list[PreparedCell]) -> list[list[PreparedCell]]:
     cell with its label-rate and random-split cells. Every other cell is a batch of its own."""
     groups: dict = {}
     for cell in cells:
-        free = settings_free_within_a_batch(cell.spec["method"], cell.hp)
-        if cell.spec["engine"] != "batched" or not free or "chunking" in cell.spec:
-            groups[("alone", cell.name)] = [cell]
-            continue
-        shared = tuple(sorted((k, repr(v)) for k, v in cell.hp.items() if k not in free))
-        groups.setdefault((cell.rule, shared), []).append(cell)
+        key = replica_key(cell.spec, cell.hp, cell.rule)
+        groups.setdefault(("alone", cell.name) if key is None else key, []).append(cell)
     return list(groups.values())
+
+
+def replica_key(spec: dict, hp: dict, rule) -> tuple | None:
+    """What a cell (its ``spec``, settings ``hp`` and :func:`features_rule`) shares with the
+    other cells of its family that batch with it as replicas (:func:`replica_groups`); None for
+    a cell that trains as a batch of its own. Needs no graph: the check stage's plan asks it too."""
+    free = settings_free_within_a_batch(spec["method"], hp)
+    if spec["engine"] != "batched" or not free or "chunking" in spec:
+        return None
+    return rule, tuple(sorted((k, repr(v)) for k, v in hp.items() if k not in free))
 
 
 def group_measured(params: dict, cells: list[PreparedCell], device: str) -> tuple[float, str] | None:
