@@ -110,7 +110,9 @@ def train_pending(params: dict, cells: list[PreparedCell], engine, stop_at: floa
     if not pending:
         return True
     wanted = {(cell.name, seed) for cell, seed in pending}
-    per_seed = measured[0] / side_by_side if measured else 0.0
+    # the figure is a seed's time in the process that trained it, so a chunk takes that times its
+    # seeds wherever it runs, side by side with others or not
+    per_seed = measured[0] if measured else 0.0
 
     def may_start(chunk: dispatch.Chunk) -> bool:
         return stop_at is None or time.monotonic() + per_seed * len(chunk.replicas) <= stop_at

@@ -628,20 +628,31 @@ def test_the_readmes_batch_system_cluster_submits_jobs_whose_workers_join(projec
 
 def test_the_readmes_queue_plans_then_trains_the_short_cells_and_packs_their_seeds(project):
     """The README's queue, verbatim: the dry run trains nothing; the run brings every cell to 100
-    seeds (this project's 5 epochs on small graphs fit the deadline), writes no table, and packs
-    the seed files; a second dry run has nothing left. The seeds it added are removed after."""
+    seeds, writes no table, and packs the seed files; a second dry run has nothing left. The
+    seeds it added are removed after. Its deadline is kept with figures measured by this
+    project's own runs, which a machine loaded unevenly can make several times too high (PubMed's
+    gat_rw, never run, borrows one scaled by its peers' ratio): where a run stops at the deadline,
+    the README's answer, running it again, must go on from there and finish."""
     runs = project.root / "data/runs"
     before = set(runs.rglob("seed_*.pt"))
     tracked = {p: p.read_bytes() for p in (project.root / "reports").rglob("*") if p.is_file()}
     try:
         dry = project.run(*readme_command("python -m pipeline.queue --runs 100 --deadline 9m --dry-run")).stderr
-        assert "Tables 2-3: cora/cadnet/main: 2 -> 100 seeds, ~" in dry and "the deadline" not in dry, dry[-3000:]
+        assert "Tables 2-3: cora/cadnet/main: 2 -> 100 seeds, ~" in dry, dry[-3000:]
         assert set(runs.rglob("seed_*.pt")) == before
-        proc = project.run(*readme_command("python -m pipeline.queue --runs 100 --deadline 9m --pack seeds.tar"))
-        assert "deadline reached" not in proc.stderr, proc.stderr[-3000:]
+        packed = set()  # each run packs the seed files of the cells it planned
+        for attempt in range(3):
+            had = len(set(runs.rglob("seed_*.pt")))
+            proc = project.run(*readme_command("python -m pipeline.queue --runs 100 --deadline 9m --pack seeds.tar"))
+            assert len(set(runs.rglob("seed_*.pt"))) > had, proc.stderr[-3000:]  # each run goes on
+            with tarfile.open(project.root / "seeds.tar") as tar:
+                packed |= set(tar.getnames())
+            if "deadline reached" not in proc.stderr:
+                break
+        else:
+            raise AssertionError(f"three runs of the queue stopped at the deadline:\n{proc.stderr[-3000:]}")
         assert len(list((runs / "cora/cadnet/main").glob("seed_*.pt"))) == 100
-        with tarfile.open(project.root / "seeds.tar") as tar:
-            assert "data/runs/pubmed/gat_rw/variants/seed_099.pt" in tar.getnames()
+        assert "data/runs/pubmed/gat_rw/variants/seed_099.pt" in packed
         assert {p: p.read_bytes() for p in tracked} == tracked
         again = project.run(*readme_command("python -m pipeline.queue --runs 100 --deadline 9m --dry-run")).stderr
         assert "cells short of 100 seeds" in again and "queue on cpu: 0 cells" in again, again[-3000:]

@@ -107,6 +107,22 @@ def test_the_train_loop_keeps_the_deadline_with_the_queues_scaled_estimate(workd
     assert not list((workdir / "data/runs/cora/cadnet").glob("hidden_units-*/seed_*.pt"))
 
 
+def test_worker_processes_keep_the_deadline_with_a_chunks_whole_time(workdir, capsys, monkeypatch):
+    """chunk_workers 2 and one-seed chunks: a chunk of one seed at 400 s does not fit in 5
+    minutes, in a worker process as in the stage's, so none is handed to a worker (not half
+    its time for two side by side: each worker takes the whole)."""
+    params = _small_study(workdir)
+    params.update(chunk_workers=2, seed_chunk=1)
+    write_params(workdir, params)
+    monkeypatch.setattr(plan, "measured_per_seed", lambda dataset, method, **k: (400.0, "family"))
+    monkeypatch.setattr(plan, "cell_per_seed", lambda *a, **k: None)
+    capsys.readouterr()
+    queue.main(["--runs", "2", "--deadline", "5m"])
+    err = capsys.readouterr().err
+    assert "chunks of up to 1, 2 at a time" in err and "(stopped at the deadline)" in err
+    assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
+
+
 def test_only_keeps_the_cells_its_patterns_match_in_the_queues_order(workdir):
     params = config.load_params()
     every = queue.plan_jobs(params, 100, "cpu")

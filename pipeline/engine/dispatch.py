@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from itertools import takewhile
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
@@ -142,8 +143,9 @@ class LocalEngine:
     def run(self, chunks: list[Chunk], graph: dict, source: tuple[str, object], device_setting: str,
             may_start: Callable[[Chunk], bool]) -> Iterator[tuple[int, list[dict]]]:
         """Each chunk's index and records as it finishes; ``source`` (dataset, feature rule) is
-        where a worker process loads the graph from. No chunk starts once ``may_start`` says no
-        (in this process; workers are handed every chunk)."""
+        where a worker process loads the graph from. No chunk starts once ``may_start`` says no:
+        a worker is handed a chunk only when one is free (joblib takes one task at a time from
+        the generator, ``pre_dispatch`` as many as workers), and asks then."""
         from joblib import Parallel, delayed
 
         workers = self.workers(chunks, graph, resolve_device_name(device_setting))
@@ -153,9 +155,11 @@ class LocalEngine:
                     return
                 yield index, run_chunk(chunk, graph, device_setting)
             return
+        startable = takewhile(lambda pair: may_start(pair[1]), enumerate(chunks))
         jobs = (delayed(_indexed)(index, _run_in_worker, chunk, *source, device_setting, str(Path.cwd()))
-                for index, chunk in enumerate(chunks))
-        yield from Parallel(n_jobs=workers, return_as="generator_unordered")(jobs)
+                for index, chunk in startable)
+        yield from Parallel(n_jobs=workers, return_as="generator_unordered", batch_size=1,
+                            pre_dispatch="n_jobs")(jobs)
 
     def close(self) -> None:
         pass
