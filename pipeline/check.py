@@ -47,6 +47,7 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
     studies: dict[str, list] = {}  # study -> [cells, seconds from scratch, cells without a figure, cells not run]
     written: dict[tuple[str, str], dict] = {}
     rows = []  # (cell, runs, spec, measured, seeds to train now or None, the cell's replica batch)
+    batch_seeds: dict = {}  # replica batch -> [its seeds from scratch, its seeds to train now]
     for cell in config.cells(params):
         runs = config.runs_for(params, cell)
         study = studies.setdefault(cell.study, [0, 0.0, 0, []])
@@ -58,10 +59,8 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
         if family not in written:
             written[family] = read_written(*family)
         to_train = None if tables_hold(cell.dataset, cell.method, spec, written[family]) else runs - seeds_found(spec)
-        rows.append((cell, runs, spec, plan.cell_measured(params, cell, device, baselines), to_train,
-                     (family, replica_batch(params, cell, spec))))
-    batch_seeds: dict = {}  # replica batch -> [its seeds from scratch, its seeds to train now]
-    for cell, runs, spec, measured, to_train, batch in rows:
+        batch = (family, replica_batch(params, cell, spec))
+        rows.append((cell, runs, spec, plan.cell_measured(params, cell, device, baselines), to_train, batch))
         seeds = batch_seeds.setdefault(batch, [0, 0])
         seeds[0] += runs
         seeds[1] += to_train or 0
