@@ -12,7 +12,8 @@ seeds each (default: the paper's 100):
 within a tier the cheapest first, so that the most cells finish. A cell's cost is its seeds to
 go times a seed's cost on this kind of device (:func:`pipeline.engine.plan.cell_measured`): its
 own committed seeds' where it has some, else its family's, scaled up for a longer range or a
-wider hidden layer. The train loop keeps the deadline with the same figure.
+wider hidden layer, over the chunks that train side by side (``chunk_workers``, or the single
+engine's ``n_jobs``). The train loop keeps the deadline with the same figure.
 
 It trains as the train stage does (each family's cells in replica batches,
 :func:`pipeline.engine.cells.replica_groups`; every seed file saved as it finishes, under its cell's
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pipeline import config
+from pipeline.check import cell_side_by_side, replica_batch
 from pipeline.engine import plan
 from pipeline.engine.device import resolve_device_name
 from pipeline.engine.spec import cell_spec
@@ -81,23 +83,34 @@ def chosen_cells(params: dict, only: list[str] | None) -> list[config.Cell]:
 
 
 def plan_jobs(params: dict, runs: int, device: str, only: list[str] | None = None) -> list[Job]:
-    """Every cell (of ``only``'s patterns) short of ``runs`` seeds, in the queue's order."""
+    """Every cell (of ``only``'s patterns) short of ``runs`` seeds, in the queue's order. A cell's
+    seconds count the chunks that train side by side, as the check stage's plan does: its own, or
+    those of the replica batch :func:`run_queue` trains it in (its family's cells of one tier
+    with the same replica key), whichever cell's seeds they hold."""
     baselines = config.baseline_methods(params)
-    jobs = []
+    rows, batch_to_go = [], {}
     for cell in chosen_cells(params, only):
         have = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
         if have >= runs:
             continue
-        measured = plan.cell_measured(params, cell, device, baselines)
-        seconds = None if measured is None else measured[0] * (runs - have)
-        jobs.append(Job(cell, tier_of(cell), have, runs - have, seconds))
+        spec = cell_spec(params, cell)
+        batch = (tier_of(cell), cell.dataset, cell.method, replica_batch(params, cell, spec))
+        batch_to_go[batch] = batch_to_go.get(batch, 0) + runs - have
+        rows.append((cell, have, spec["engine"], batch, plan.cell_measured(params, cell, device, baselines)))
+    jobs = []
+    for cell, have, engine_kind, batch, measured in rows:
+        to_go = runs - have
+        side_by_side = cell_side_by_side(params, cell, engine_kind, batch_to_go[batch], device)
+        seconds = None if measured is None else measured[0] * to_go / plan.seeds_at_once(to_go, side_by_side)
+        jobs.append(Job(cell, batch[0], have, to_go, seconds))
     # unmeasured cells last in their tier: their cost is unknown
     return sorted(jobs, key=lambda j: (j.tier, j.seconds is None, j.seconds or 0.0))
 
 
 def plan_lines(jobs: list[Job], runs: int, deadline: float | None, device: str) -> list[str]:
     lines = [f"queue on {device}: {len(jobs)} cells short of {runs} seeds, in this order "
-             f"(estimates: committed seconds per seed on {device}, scaled by range and width)"]
+             f"(estimates: committed seconds per seed on {device}, scaled by range and width, over the "
+             f"chunks that train side by side)"]
     total, passed = 0.0, False
     for job in jobs:
         if deadline is not None and not passed and job.seconds is not None and total + job.seconds > deadline:

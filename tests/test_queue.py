@@ -123,6 +123,26 @@ def test_worker_processes_keep_the_deadline_with_a_chunks_whole_time(workdir, ca
     assert not list((workdir / "data/runs/cora/cadnet").glob("beta-*/seed_*.pt"))
 
 
+@pytest.mark.parametrize("rates, expected", [
+    ([5, 10, 15], 60.0),  # three cells of two seeds, one batch: chunks of two, two at a time
+    ([5], 120.0),  # one cell: one chunk of two, one worker
+])
+def test_the_plan_costs_cells_batched_as_replicas_by_their_batchs_chunks(workdir, monkeypatch, rates, expected):
+    """As the check stage's plan: CAD-Net's label-rate cells train as replicas of one batch, whose
+    chunks run two at a time though each cell alone is one chunk; Table 2's cell, of another tier,
+    trains in a batch of its own."""
+    params = update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=1, variants=NO_VARIANTS,
+                           baselines=NO_VARIANTS, device="cpu", chunk_workers=2, seed_chunk=2)
+    params["studies"]["main"]["runs"] = {"default": 0}
+    params["studies"]["label_rates"] = {"datasets": ["cora"], "methods": ["cadnet"], "runs": {"default": 0},
+                                        "grid": {"train_per_class": rates}}
+    write_params(workdir, params)
+    monkeypatch.setattr(plan, "measured_per_seed", lambda *args, **kwargs: (60.0, "a figure"))
+    jobs = {str(job.cell): job.seconds for job in queue.plan_jobs(config.load_params(), 2, "cpu")}
+    assert jobs.pop("cora/cadnet/main") == 120.0
+    assert jobs == {f"cora/cadnet/label_rates-train_per_class={rate}": expected for rate in rates}
+
+
 def test_only_keeps_the_cells_its_patterns_match_in_the_queues_order(workdir):
     params = config.load_params()
     every = queue.plan_jobs(params, 100, "cpu")
