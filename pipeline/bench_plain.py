@@ -21,6 +21,7 @@ from torch_geometric.nn import AGNNConv, GraphUNet
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import add_self_loops, dropout_edge, remove_self_loops, softmax
 
+from pipeline.models.adacad import ENTROPY_EPS
 from pipeline.models.baselines import baseline_inputs
 
 
@@ -262,6 +263,50 @@ class PlainMixHop(torch.nn.Module):
                 + self.hp["kernel_lasso"] * sum(w.norm(dim=1).sum() for w in kernels) + 1e-3 * self.q.pow(2).mean())
 
 
+class PlainCADNet(torch.nn.Module):
+    """CAD-Net as docs/SPEC.md writes it, the authors' direction (each node sends along its
+    out-edges): dropout on X, Linear, LeakyReLU, dropout, Linear: Z (Eq. 1); P = softmax(Z)
+    (Eq. 5); on every edge i -> j the similarity p_i . p_j, T its softmax over i's out-edges
+    (Eq. 4); K steps z_j <- sum_i T_ij z_i (Eq. 6); gamma_i = beta + (1 - beta) times the mean of
+    i's similarities, without gradient (Eqs. 8-9); (1 - gamma) Z + gamma T^K Z (Eq. 7); the mean
+    entropy of P in the loss (:meth:`penalty`). Edge tensors [S, E, C], as PyG's messages."""
+
+    def __init__(self, x: Tensor, edge_index: Tensor, hp: dict, classes: int, seeds: int):
+        super().__init__()
+        self.x, self.hp, self.S = x, hp, seeds
+        self.source, self.target = edge_index
+        self.degree = torch.bincount(self.source, minlength=x.size(0)).clamp(min=1)
+        self.w1 = glorot(seeds, x.size(1), hp["hidden"])
+        self.b1 = torch.nn.Parameter(torch.zeros(seeds, 1, hp["hidden"]))
+        self.w2, self.b2 = glorot(seeds, hp["hidden"], classes), torch.nn.Parameter(torch.zeros(seeds, 1, classes))
+
+    def dropout(self, h: Tensor, site: str) -> Tensor:
+        return F.dropout(h, self.hp["p_drop"], self.training) if site in self.hp["dropout_sites"] else h
+
+    def forward(self) -> Tensor:
+        n, beta = self.x.size(0), self.hp["beta"]
+        if self.training and "input" in self.hp["dropout_sites"]:
+            h = torch.bmm(sparse_dropout(self.x, self.hp["p_drop"], self.S), self.w1)
+        else:
+            h = seeds_first(torch.sparse.mm(self.x, side_by_side_weight(self.w1)), self.S)
+        h = self.dropout(F.leaky_relu(h + self.b1, self.hp["leak_slope"]), "hidden")
+        z = torch.bmm(h, self.w2) + self.b2
+        probs = z.softmax(-1)
+        similarity = (probs[:, self.source] * probs[:, self.target]).sum(-1)  # [S, E]
+        transition = softmax(similarity, self.source, num_nodes=n, dim=1).unsqueeze(-1)
+        with torch.no_grad():
+            gamma = beta + (1 - beta) * similarity.new_zeros(self.S, n).index_add_(1, self.source, similarity) / self.degree
+        z = self.dropout(z, "logits")
+        diffused = z
+        for _ in range(self.hp["K"]):
+            diffused = torch.zeros_like(z).index_add_(1, self.target, diffused[:, self.source] * transition)
+        self.entropy = -(probs * torch.log(probs + ENTROPY_EPS)).sum(-1).mean(1)
+        return (1 - gamma.unsqueeze(-1)) * z + gamma.unsqueeze(-1) * diffused
+
+    def penalty(self) -> Tensor:
+        return self.hp["lambda_ent"] * self.entropy.sum()
+
+
 def side_by_side_weight(w: Tensor) -> Tensor:
     """[S, F, D] -> [F, S x D]."""
     return w.transpose(0, 1).reshape(w.size(1), -1)
@@ -311,6 +356,8 @@ def plain_network(method: str, graph: dict, hp: dict, seeds: int) -> torch.nn.Mo
     """The plain version of ``method`` (None: it has none yet); for a method of ``EXAMPLES``,
     PyG's example (one seed only)."""
     x, classes = graph["x"].coalesce(), graph["num_classes"]
+    if method == "cadnet":
+        return PlainCADNet(x, graph["edge_index"], hp, classes, seeds)
     if method in EXAMPLES:
         if seeds != 1:
             return None

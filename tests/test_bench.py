@@ -186,6 +186,23 @@ def test_methods_are_timed_as_asked(monkeypatch):
     assert rows[0]["batched"] > 0 and rows[1]["batched"] is None  # Graph U-Net runs seed by seed
 
 
+def test_cadnet_is_timed_beside_its_plain_version_and_a_variant_is_not(monkeypatch):
+    """CAD-Net's plain version is the yardstick of its speed; a Table 3 variant has none."""
+    from test_adacad_batched import synthetic_graph
+
+    from pipeline import config
+
+    monkeypatch.setattr(bench, "bench_graph", lambda dataset, hp: synthetic_graph())
+    monkeypatch.setattr(bench, "has_real_graph", lambda dataset: True)
+    monkeypatch.setattr(bench, "RIVAL_SEEDS", 2)
+    rows = bench.measure_rivals("cora", config.load_params(), 1, torch.device("cpu"), ["cadnet", "rw"])
+    assert [r["method"] for r in rows] == ["cadnet"]
+    assert all(rows[0][f"{who}_{seeds}"] > 0 for who in ("ours", "plain") for seeds in (2, 1))
+    lines = bench.goals_table("cpu", {}, {}, {"cora": rows}, {})
+    assert any(line.startswith("| cadnet on cora, 2 seeds, a plain version's ms per seed-epoch over ours |")
+               for line in lines)
+
+
 def _answer(value):
     return value
 

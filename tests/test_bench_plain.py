@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from pipeline import bench_plain
 from pipeline.engine import loop
 from pipeline.models import baselines
-from test_adacad_batched import synthetic_graph
+from pipeline.models.adacad import build_cadnet
+from test_adacad_batched import hparams as cadnet_hparams, synthetic_graph
 from test_baselines import settings
 
 
@@ -62,6 +63,21 @@ def test_a_plain_version_computes_its_pyg_network(name, extra):
     _load(plain, reference.model, name)
     theirs = reference().log_probs[:, 0]
     torch.testing.assert_close(F.log_softmax(plain()[0], -1), theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_the_plain_cadnet_computes_the_pipelines_network_and_its_entropy_term():
+    """In eval mode; the synthetic graph's out-edge softmax is not symmetric, so the push
+    direction is checked too."""
+    graph, hp = synthetic_graph(), cadnet_hparams()
+    reference = build_cadnet(graph, hp, [0], batched=False).eval()
+    plain = bench_plain.plain_network("cadnet", graph, hp, seeds=1).eval()
+    with torch.no_grad():
+        plain.w1.copy_(reference.model.embed1.weight.t()[None]), plain.b1.copy_(reference.model.embed1.bias.view(1, 1, -1))
+        plain.w2.copy_(reference.model.embed2.weight.t()[None]), plain.b2.copy_(reference.model.embed2.bias.view(1, 1, -1))
+    theirs = reference()
+    torch.testing.assert_close(F.log_softmax(plain()[0], -1), theirs.log_probs[:, 0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(plain.penalty(), theirs.regularizer.sum(), rtol=1e-5, atol=1e-7)
+    assert bench_plain.plain_network("cadnet_pull", graph, hp, seeds=1) is None
 
 
 def test_sparse_dropout_gives_each_seed_its_own_mask_on_the_stored_entries():
