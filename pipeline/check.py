@@ -131,9 +131,10 @@ def cell_side_by_side(params: dict, cell: config.Cell, engine_kind: str, runs: i
     (:func:`sizes_without_features`; not yet preprocessed: the budget is not counted)."""
     if engine_kind == "single" or device != "cpu":
         return plan.workers_side_by_side(engine_kind == "single", device, params.get("n_jobs", -1))
+    from pipeline.engine.cells import chunk_cap  # torch: loaded by cell_spec already
+
     hp = config.cell_hparams(params, cell)
-    cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))
-    seeds = max(1, runs if cap == "auto" else min(cap, runs))
+    seeds = max(1, chunk_cap(hp, params, runs))
     sizes = sizes_without_features(cell.dataset, hp, data_root)
     peak = 0 if sizes is None else peak_bytes_of(sizes, hp, seeds)
     workers = plan.chunk_workers(device, params.get("chunk_workers", 1), peak,

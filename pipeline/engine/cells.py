@@ -70,6 +70,13 @@ def load_cell_graph(dataset: str, rule=None) -> dict:
     return graph
 
 
+def chunk_cap(hp: dict, params: dict, runs: int) -> int:
+    """The most of ``runs`` seeds a chunk may hold before memory counts: ``seed_chunk`` (the
+    cell's ``hp``, else ``params``; ``auto``: no limit). Needs no graph: the check stage asks it."""
+    cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))
+    return runs if cap == "auto" else min(cap, runs)
+
+
 def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
     """Seeds per batched chunk: at most ``seed_chunk`` (the cell's ``hp``, else ``params``;
     ``auto``: no limit), fewer where the estimated peak memory would pass
@@ -78,8 +85,7 @@ def chunk_size(graph: dict, hp: dict, params: dict, runs: int) -> int:
     stream, so its fingerprint records the size (:func:`prepare_cell`)."""
     if runs == 0:  # a cell set to 0 runs trains nothing; any size will do
         return 1
-    cap = hp.get("seed_chunk", params.get("seed_chunk", "auto"))  # the cell's own, else the global
-    limit = runs if cap == "auto" else min(cap, runs)
+    limit = chunk_cap(hp, params, runs)
     budget = params.get("memory_budget_gb", 6) * 2**30
     fits = max([s for s in range(1, limit + 1) if peak_bytes(graph, hp, s) <= budget], default=1)
     chunks = -(-runs // fits)
