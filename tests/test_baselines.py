@@ -117,6 +117,21 @@ def test_unbatchable_baselines_train_seed_by_seed_in_the_same_loop(name):
     assert all(0 <= r["test_acc"] <= 1 for r in records)
 
 
+def test_graph_unets_sparse_features_give_its_dense_network_and_drop_stored_entries_only(monkeypatch):
+    """Its sparse implementation computes the dense one's network (eval mode; the same seed's
+    weights), trains seed by seed, and drops X's stored entries only, at the network's rate."""
+    graph = synthetic_graph()
+    dense, sparse = settings("graph_unet"), settings("graph_unet", implementation="sparse")
+    nets = [baselines.build_baseline(graph, hp, [3], batched=False).eval() for hp in (dense, sparse)]
+    assert nets[1].inputs[0].is_sparse and not nets[0].inputs[0].is_sparse
+    torch.testing.assert_close(nets[1]().log_probs, nets[0]().log_probs, rtol=1e-5, atol=1e-6)
+    assert not REGISTRY["graph_unet"].batched_for(sparse)
+    seen = []
+    monkeypatch.setattr(baselines, "sparse_dropout", lambda x, p, training: seen.append((x._nnz(), p, training)) or x)
+    nets[1].train()()
+    assert seen == [(graph["x"].coalesce()._nnz(), sparse["p_drop"], True)]
+
+
 def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
     """A vmapped baseline's dropout comes from its chunk's stream: the chunk size is part of the
     fingerprint and a lost seed is retrained with its whole block, identically."""

@@ -38,9 +38,10 @@ TOLERANCE = 5e-6
 RUNS = {method: ("loop", "splits") for method in REGISTRY}
 RUNS.update({"cadnet, random splits": ("loop", "splits"), "gcn, features as read": ("loop", "splits", "features"),
              "graph from raw files": ("graph",)})
-# the baselines' sparse implementation (pipeline/models/sparse_baselines.py)
+# the baselines' sparse implementation (pipeline/models/sparse_baselines.py; Graph U-Net's: its
+# features sparse, baselines.UNet)
 RUNS.update({f"{method}, sparse": ("loop", "splits") for method in ("gcn", "sgc", "appnp", "gdc", "cheb", "sage",
-                                                                    "jknet", "gat", "agnn")})
+                                                                    "jknet", "gat", "agnn", "graph_unet")})
 RUNS["sgc, sparse weights first"] = ("loop", "splits")  # SGC's other order of products
 
 

@@ -37,6 +37,7 @@ from torch_geometric.utils import dropout_edge, remove_self_loops, scatter
 
 from pipeline.errors import ConfigError
 from pipeline.models import methods
+from pipeline.models.adacad import sparse_dropout
 from pipeline.models.methods import (AGNNSettings, APPNPSettings, ChebSettings, GATSettings, GCNSettings,
                                      GDCSettings, JKSettings, MixHopSettings, SAGESettings, SGCSettings, UNetSettings,
                                      independent_of_chunk)
@@ -140,9 +141,12 @@ def _output(log_probs: Tensor, penalties: Tensor) -> NetOutput:
 def baseline_inputs(graph: dict, name: str, hp: dict) -> tuple:
     """Dense features, the graph without added self-loops, and (GDC) the rewired graph's
     weights; MixHop: the features' nonzero entries and the symmetric-normalised graph with
-    self-loops, as its authors' reader builds them, and its transpose (for the gradient)."""
-    x = graph["x"].to_dense()
+    self-loops, as its authors' reader builds them, and its transpose (for the gradient); Graph
+    U-Net's sparse implementation: the features sparse."""
     edge_index, _ = remove_self_loops(graph["edge_index"])
+    if name == "graph_unet" and hp.get("implementation") == "sparse":
+        return graph["x"].coalesce(), edge_index, None
+    x = graph["x"].to_dense()
     if name == "mixhop":  # which words occur (its authors' reader), the normalised graph with self-loops
         index, weight = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
         adjacency, transposed = (int32_csr(torch.sparse_coo_tensor(i, weight, (x.size(0),) * 2, check_invariants=True)
@@ -541,7 +545,11 @@ class GAT(torch.nn.Module):
 @network("graph_unet")
 class UNet(torch.nn.Module):
     """PyG examples/graph_unet.py: edge dropout, feature dropout, GraphUNet (depth 3, pooling
-    ratios 2000/N then 0.5)."""
+    ratios 2000/N then 0.5). Sparse features (``implementation: sparse``) drop their stored
+    entries only, which is dropout's distribution on the dense matrix (its zeros stay zero), and
+    reach PyG's first ``GCNConv``, whose linear map takes them as a sparse product; GraphUNet reads
+    nothing else of them once it is given the edges' unit weights it would otherwise build from
+    them."""
 
     def __init__(self, in_features: int, classes: int, cfg: UNetSettings, num_nodes: int):
         super().__init__()
@@ -551,6 +559,9 @@ class UNet(torch.nn.Module):
 
     def forward(self, x, edge_index, edge_weight=None):
         edge_index, _ = dropout_edge(edge_index, p=self.edge_drop, force_undirected=True, training=self.training)
+        if x.is_sparse:
+            x = sparse_dropout(x, self.p_drop, self.training)
+            return self.unet(x, edge_index, edge_weight=torch.ones(edge_index.size(1), dtype=x.dtype, device=x.device))
         x = F.dropout(x, self.p_drop, self.training)
         return self.unet(x, edge_index)
 

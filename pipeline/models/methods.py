@@ -93,7 +93,8 @@ PROTOCOL_KEYS = ("self_loops", "normalize_features", "split", "train_per_class",
 IMPLEMENTATIONS = ("vmap", "sparse")
 # The version of each sparse network (pipeline.engine.spec; the vmapped one is version 1): bump
 # it when a change moves that network's numbers. SGC 2: the propagated features computed once.
-SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1, "cheb": 1, "sage": 1, "jknet": 1, "gat": 1, "agnn": 1}
+SPARSE_VERSIONS = {"gcn": 1, "sgc": 2, "appnp": 1, "gdc": 1, "cheb": 1, "sage": 1, "jknet": 1, "gat": 1, "agnn": 1,
+                   "graph_unet": 1}
 # SGC's orders of products (its ``product_order`` setting; sparse_baselines.SparseSGC)
 PRODUCT_ORDERS = ("propagated_first", "weights_first")
 # MixHop's widths: one per power 0, 1, 2 (0 leaves the power out)
@@ -210,6 +211,10 @@ class GATSettings(Sparse, Layered):
 class UNetSettings(Hidden):
     depth: int = setting(integer(1, 16))
     edge_drop: float = setting(number(0, 1, high_open=True))
+    # sparse: the features' stored entries only, dropout drawn on them and the first layer a
+    # sparse product (baselines.UNet); vmap, the default, PyG's example's dense features. The
+    # name is the other baselines' key; Graph U-Net trains one seed at a time in both.
+    implementation: str = setting(choice(*IMPLEMENTATIONS), default="vmap")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,12 +243,13 @@ def baseline(name: str, label: str, settings: type, batched: bool = True, range_
     one-seed network: ``baselines.NETWORKS[name]``) with its settings from
     ``method_hparams.<name>``; a network with the sparse implementation (its settings are
     :class:`Sparse`) is independent of its chunk there, and has that implementation's version."""
-    sparse = issubclass(settings, Sparse)
+    sparse = issubclass(settings, Sparse)  # its sparse network is batched, each seed with streams of its own
+    two_implementations = name in SPARSE_VERSIONS
     register(name, builder=BASELINE, fixed={"baseline": name, "lr_drop_every": 0}, settings=settings,
              paper=("table2", name), batched=batched, batched_if=independent_of_chunk if sparse else None, label=label,
              chunk_independent=independent_of_chunk if sparse else False,
-             version=partial(network_version, name) if sparse else 1, table_keys=PROTOCOL_KEYS, range_key=range_key,
-             range_value=range_value)
+             version=partial(network_version, name) if two_implementations else 1, table_keys=PROTOCOL_KEYS,
+             range_key=range_key, range_value=range_value)
 
 
 # In Table 2's order
