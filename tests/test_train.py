@@ -236,9 +236,11 @@ def test_the_printed_estimate_counts_the_seeds_trained_side_by_side(workdir, mon
     assert asked.get("side_by_side", 1) == side_by_side
 
 
-def test_graph_unet_seeds_on_cpu_train_each_in_a_process_of_its_own_with_the_reference_results(workdir, monkeypatch):
+@pytest.mark.parametrize("implementation", ["vmap", "sparse"])
+def test_graph_unet_seeds_on_cpu_train_each_in_a_process_of_its_own_with_the_reference_results(workdir, monkeypatch,
+                                                                                                implementation):
     """Two seeds, two fresh processes (a reused worker would keep what leaked), and the records
-    of the one-seed reference in this process."""
+    of the one-seed reference in this process; with the features dense or sparse."""
     assert "graph_unet" in dispatch.FRESH_PROCESS_PER_SEED
     update_params(workdir, datasets=["cora"], methods=["cadnet"], runs=2, n_jobs=1,
                   variants={"datasets": [], "methods": [], "runs": {}},
@@ -246,7 +248,7 @@ def test_graph_unet_seeds_on_cpu_train_each_in_a_process_of_its_own_with_the_ref
                   method_hparams={**config.load_params()["method_hparams"],
                                   "graph_unet": {"hidden": 8, "depth": 2, "edge_drop": 0.2, "p_drop": 0.5,
                                                  "lr": 0.01, "weight_decay": 1e-3, "epochs": 3,
-                                                 "early_stop_window": 0}})
+                                                 "early_stop_window": 0, "implementation": implementation}})
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
     started = []
