@@ -242,7 +242,8 @@ def baseline(name: str, label: str, settings: type, batched: bool = True, range_
     """Registers the baseline ``name`` of Table 2, built by ``baselines.build_baseline`` (its
     one-seed network: ``baselines.NETWORKS[name]``) with its settings from
     ``method_hparams.<name>``; a network with the sparse implementation (its settings are
-    :class:`Sparse`) is independent of its chunk there, and has that implementation's version."""
+    :class:`Sparse`) is independent of its chunk there, and has that implementation's version
+    (as has Graph U-Net's, its features sparse, which trains one seed at a time in both)."""
     sparse = issubclass(settings, Sparse)  # its sparse network is batched, each seed with streams of its own
     two_implementations = name in SPARSE_VERSIONS
     register(name, builder=BASELINE, fixed={"baseline": name, "lr_drop_every": 0}, settings=settings,
