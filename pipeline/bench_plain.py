@@ -267,9 +267,10 @@ class PlainCADNet(torch.nn.Module):
     """CAD-Net as docs/SPEC.md writes it, the authors' direction (each node sends along its
     out-edges): dropout on X, Linear, LeakyReLU, dropout, Linear: Z (Eq. 1); P = softmax(Z)
     (Eq. 5); on every edge i -> j the similarity p_i . p_j, T its softmax over i's out-edges
-    (Eq. 4); K steps z_j <- sum_i T_ij z_i (Eq. 6's step transposed); gamma_i = beta + (1 - beta) times the mean of
-    i's similarities, without gradient (Eqs. 8-9); (1 - gamma) Z + gamma T^K Z (Eq. 7); the mean
-    entropy of P in the loss (:meth:`penalty`). Edge tensors [S, E, C], as PyG's messages."""
+    (Eq. 4); K steps z_j <- sum_i T_ij z_i (Eq. 6's step transposed); gamma_i = beta + (1 - beta)
+    times the mean of i's similarities, without gradient (Eqs. 8-9); (1 - gamma) Z + gamma T^K Z
+    (Eq. 7); the mean entropy of P in the loss (:meth:`penalty`). Edge tensors [S, E, C], as
+    PyG's messages."""
 
     def __init__(self, x: Tensor, edge_index: Tensor, hp: dict, classes: int, seeds: int):
         super().__init__()
