@@ -338,8 +338,8 @@ def test_sparse_selects_each_baselines_sparse_network_where_it_has_one():
     from pipeline import config
 
     params = config.load_params()
-    timed = bench.with_sparse(params, ["pubmed"])
-    assert config.hparams_for(timed, "pubmed", "gat")["implementation"] == "sparse"
-    assert config.hparams_for(timed, "pubmed", "agnn")["implementation"] == "sparse"
-    assert "implementation" not in config.hparams_for(timed, "pubmed", "mixhop")  # it has none
-    assert config.hparams_for(params, "pubmed", "gat").get("implementation", "vmap") == "vmap"  # params untouched
+    timed = bench.with_sparse(params, ["computers"])
+    assert config.hparams_for(timed, "computers", "gat")["implementation"] == "sparse"
+    assert config.hparams_for(timed, "computers", "agnn")["implementation"] == "sparse"
+    assert "implementation" not in config.hparams_for(timed, "computers", "mixhop")  # it has none
+    assert config.hparams_for(params, "computers", "gat").get("implementation", "vmap") == "vmap"  # params untouched
