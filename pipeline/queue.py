@@ -40,7 +40,7 @@ from pipeline import config
 from pipeline.check import cell_side_by_side, replica_batch
 from pipeline.engine import plan
 from pipeline.engine.device import resolve_device_name
-from pipeline.engine.spec import cell_spec
+from pipeline.engine.spec import cell_spec, experiment
 from pipeline.paths import run_dir, seed_file
 from pipeline.progress import duration
 
@@ -84,19 +84,31 @@ def chosen_cells(params: dict, only: list[str] | None) -> list[config.Cell]:
 
 def plan_jobs(params: dict, runs: int, device: str, only: list[str] | None = None) -> list[Job]:
     """Every cell (of ``only``'s patterns) short of ``runs`` seeds, in the queue's order. A cell's
-    seconds count the chunks that train side by side, as the check stage's plan does: its own, or
-    those of the replica batch :func:`run_queue` trains it in (its family's cells of one tier
-    with the same replica key), whichever cell's seeds they hold."""
+    seeds are those of its experiment (:func:`~pipeline.engine.spec.experiment`): a cell of the
+    same network in another study lends them (the train stage copies them), and of two cells
+    short, only the first in the queue's order is planned. A cell's seconds count the chunks that
+    train side by side, as the check stage's plan does: its own, or those of the replica batch
+    :func:`run_queue` trains it in (its family's cells of one tier with the same replica key),
+    whichever cell's seeds they hold."""
     baselines = config.baseline_methods(params)
+    network_of = {cell: experiment(params, cell) for cell in config.cells(params)}
+    network_has: dict[str, int] = {}
+    for cell, network in network_of.items():
+        has = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
+        network_has[network] = max(network_has.get(network, 0), has)
     rows, batch_to_go = [], {}
     for cell in chosen_cells(params, only):
-        have = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
+        have = network_has[network_of[cell]]
         if have >= runs:
             continue
         spec = cell_spec(params, cell)
         batch = (tier_of(cell), cell.dataset, cell.method, replica_batch(params, cell, spec))
-        batch_to_go[batch] = batch_to_go.get(batch, 0) + runs - have
         rows.append((cell, have, spec["engine"], batch, plan.cell_measured(params, cell, device, baselines)))
+    rows.sort(key=lambda row: row[3][0])
+    planned: set[str] = set()
+    rows = [row for row in rows if not (network_of[row[0]] in planned or planned.add(network_of[row[0]]))]
+    for _, have, _, batch, _ in rows:
+        batch_to_go[batch] = batch_to_go.get(batch, 0) + runs - have
     jobs = []
     for cell, have, engine_kind, batch, measured in rows:
         to_go = runs - have

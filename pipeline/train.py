@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     ordered = [prepare_cell(params, spec, graphs, check=False) for spec in kept] if has_seed_files(dataset, method) else []
     with family_lock(dataset, method, f"{dataset}/{method}"), dispatch.engine(params) as engine:
         for cell in ordered:
-            order_seeds(cell.spec, cell.fingerprint, cell.run_dir)
+            order_seeds(cell.spec, cell.fingerprint, cell.run_dir, cell.twins)
         for group in replica_groups(prepared):
             train_pending(params, group, engine)
             for cell in group:
@@ -91,7 +91,7 @@ def train_pending(params: dict, cells: list[PreparedCell], engine, stop_at: floa
     device = resolve_device_name(params.get("device", "auto"))
     names = first.name if len(cells) == 1 else f"{len(cells)} cells as one batch ({cells[0].name} .. {cells[-1].name})"
     where = f"{dataset}/{method}/{names}"
-    pending = [(cell, seed) for cell in cells for seed in order_seeds(cell.spec, cell.fingerprint, cell.run_dir)]
+    pending = [(cell, seed) for cell in cells for seed in order_seeds(cell.spec, cell.fingerprint, cell.run_dir, cell.twins)]
     runs = sum(cell.spec["runs"] for cell in cells)
     if len(cells) > 1:  # the batch's chunks hold replicas of any of its cells
         size = chunk_size(graph, hp, params, len(pending))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline import config
-from pipeline.engine import cells, memory
+from pipeline.engine import cells, memory, spec
 from test_adacad_batched import N, hparams, synthetic_graph
 
 
@@ -31,3 +31,20 @@ def test_the_chunk_shrinks_to_what_gdcs_messages_leave_room_for():
     assert cells.chunk_size(graph, gdc, params, 8) == 2
     with pytest.raises(config.ConfigError, match="memory_budget_gb"):
         cells.check_memory(graph, gdc, {"memory_budget_gb": memory.peak_bytes(graph, gdc, 1) / 2**30 * 0.99}, "cora/gdc")
+
+
+def test_a_cell_names_the_identities_of_the_other_studies_cells_of_its_network():
+    """PubMed's GAT at range 2 is Table 2's GAT with its two layers written out (another seed
+    identity, the same network): it names that cell's identity, so that its seeds are copied,
+    not trained again. Range 4 names none; Cora's Cheby at range 2 names Table 2's (K 3);
+    CiteSeer's (K 2 in Table 2) does not."""
+    params = config.load_params()
+    gat_2, gat_4 = (config.Cell("ranges", "pubmed", "gat", (("range", r),)) for r in (2, 4))
+    table2 = spec.seed_identity(spec.cell_spec(params, config.Cell("baselines", "pubmed", "gat")))
+    assert table2 != spec.seed_identity(spec.cell_spec(params, gat_2))
+    assert cells.twin_identities(params, gat_2, 1) == {table2}
+    assert cells.twin_identities(params, gat_4, 1) == set()
+    for dataset, twinned in (("cora", True), ("citeseer", False)):
+        cheb_2 = config.Cell("ranges", dataset, "cheb", (("range", 2),))
+        cheb_table2 = spec.seed_identity(spec.cell_spec(params, config.Cell("baselines", dataset, "cheb")), 1)
+        assert (cheb_table2 in cells.twin_identities(params, cheb_2, 1)) == twinned

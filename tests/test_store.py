@@ -25,6 +25,25 @@ def test_a_cell_copies_the_seeds_of_a_twin_cell_and_trains_the_rest(tmp_path):
     assert store.sync_seeds("cora", "cadnet", 2, "fp2", family / "beta-beta=0.1", stash) == [0, 1]
 
 
+def test_a_cell_copies_a_twin_of_another_identity_only_where_named_and_records_its_own(tmp_path):
+    """A twin that writes a default out (GAT at range 2: ``layers: 2``, which Table 2's cell leaves
+    to the default) trains the same network under another identity: named in ``twins``, its seeds
+    are copied and record this cell's identity (so that they are kept on the next run); not
+    named, they lend nothing."""
+    family, stash = tmp_path / "runs/pubmed/gat", tmp_path / "stash"
+    for seed in range(2):
+        save_torch(dict(fake_record(seed, 0.8, fingerprint="table2"), dataset="pubmed", method="gat"),
+                   family / "baselines" / f"seed_{seed:03d}.pt")
+    assert store.sync_seeds("pubmed", "gat", 3, "range2", family / "ranges-range=4", stash) == [0, 1, 2]
+    cell = family / "ranges-range=2"
+    assert store.sync_seeds("pubmed", "gat", 3, "range2", cell, stash, twins=frozenset({"table2"})) == [2]
+    copied = [torch.load(cell / f"seed_{s:03d}.pt", weights_only=False) for s in range(2)]
+    assert [r["fingerprint"] for r in copied] == ["range2"] * 2 and [r["seed"] for r in copied] == [0, 1]
+    assert copied[1]["test_acc"] == 0.8
+    assert store.sync_seeds("pubmed", "gat", 3, "range2", cell, stash) == [2] and not stash.exists()
+    assert [r["seed"] for r in store.load_records(cell, "pubmed", "gat", 2, "range2")] == [0, 1]
+
+
 def test_seeds_from_1000_on_are_recognised(tmp_path):
     run_dir, stash = tmp_path / "runs", tmp_path / "stash"
     for seed in (999, 1000, 1001):

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import NO_VARIANTS, update_params, write_params
 from pipeline import config, stats
+from pipeline.engine import spec
 from pipeline.report import studies
 from pipeline.config import Cell
 from pipeline.models import REGISTRY
@@ -282,10 +283,10 @@ def test_chebnets_range_is_its_chebyshev_order_so_coras_table_2_cell_is_its_rang
     (K 3) is its range-2 point, as the paper's Table B.13 has it; CiteSeer's (K 2) is range 1."""
     params = config.load_params()
     point = (("range", 2),)
-    assert studies.experiment(params, Cell("ranges", "cora", "cheb", point)) == \
-        studies.experiment(params, Cell("baselines", "cora", "cheb"))
-    assert studies.experiment(params, Cell("ranges", "citeseer", "cheb", point)) != \
-        studies.experiment(params, Cell("baselines", "citeseer", "cheb"))
+    assert spec.experiment(params, Cell("ranges", "cora", "cheb", point)) == \
+        spec.experiment(params, Cell("baselines", "cora", "cheb"))
+    assert spec.experiment(params, Cell("ranges", "citeseer", "cheb", point)) != \
+        spec.experiment(params, Cell("baselines", "citeseer", "cheb"))
     assert config.cell_hparams(params, Cell("ranges", "citeseer", "cheb", point))["K"] == 3
 
 

@@ -493,6 +493,30 @@ def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
     assert not (tmp_path / "slept out").exists(), "a worker outlived its parent until its own sleep ended"
 
 
+def test_a_study_point_that_writes_a_default_out_copies_table_2s_seeds(workdir, capsys):
+    """GCN at range 2 is Table 2's GCN with its two layers written out: another seed identity,
+    the same network. Its seed is copied from Table 2's cell, records its own identity, and its
+    table is Table 2's, with none trained."""
+    (workdir / "data/processed/cora").mkdir(parents=True)
+    save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
+    own = config.load_params()["method_hparams"]
+    update_params(workdir, datasets=["cora"], methods=["gcn"], runs=1, variants={"datasets": [], "methods": [], "runs": {}},
+                  baselines={"datasets": ["cora"], "methods": ["gcn"], "runs": {}},
+                  method_hparams={**own, "gcn": {**own["gcn"], "epochs": 3, "hidden": 4}})
+    train_cell(["cora", "gcn"])
+    params = read_params(workdir)
+    params["studies"]["ranges"] = {"datasets": ["cora"], "methods": ["gcn"], "runs": 1, "grid": {"range": [2]}}
+    write_params(workdir, params)
+    capsys.readouterr()
+    train_cell(["cora", "gcn"])
+    assert "train cora/gcn/ranges-range=2: 1 seeds, 1 reused, 0 to train" in capsys.readouterr().err
+    cell = config.Cell("ranges", "cora", "gcn", (("range", 2),))
+    record = torch.load(workdir / "data/runs/cora/gcn/ranges-range=2/seed_000.pt", weights_only=False)
+    assert record["fingerprint"] == spec.seed_identity(spec.cell_spec(config.load_params(), cell), 1)
+    folder = workdir / "reports/eval/cora/gcn"
+    assert (folder / "ranges-range=2.csv").read_text() == (folder / "main.csv").read_text()
+
+
 def test_a_family_trains_the_cells_whose_spec_moved_and_keeps_the_others(workdir, capsys):
     """Cells of several studies in one (dataset, method): a new grid value trains that cell only,
     the others' tables (written under their spec) are kept as they are; a value dropped takes

@@ -10,7 +10,7 @@ from pipeline import config
 from pipeline.engine import plan
 from pipeline.engine.loop import settings_free_within_a_batch
 from pipeline.engine.memory import peak_bytes
-from pipeline.engine.spec import cell_of, seed_identity
+from pipeline.engine.spec import cell_of, cell_spec, experiment, seed_identity
 from pipeline.engine.splits import split_masks
 from pipeline.paths import PROCESSED_ROOT, run_dir
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
@@ -25,6 +25,7 @@ class PreparedCell(NamedTuple):
     graph: dict
     size: int  # seeds per chunk
     fingerprint: str  # what its seed files record (spec.seed_identity)
+    twins: frozenset[str] = frozenset()  # the identities of its twin cells (twin_identities)
 
     @property
     def run_dir(self) -> Path:
@@ -48,7 +49,22 @@ def prepare_cell(params: dict, spec: dict, graphs: dict, check: bool = True) -> 
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
     fingerprint = seed_identity(spec, size if "chunking" in spec else None)
-    return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint)
+    return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint, twin_identities(params, cell, size))
+
+
+def twin_identities(params: dict, cell: config.Cell, size: int) -> frozenset[str]:
+    """The seed identities of the family's cells of other studies that train the same network
+    as ``cell`` (:func:`~pipeline.engine.spec.experiment`) but write one of its settings
+    otherwise: PubMed's GAT at range 2, whose grid writes the two layers that Table 2's cell leaves
+    to the default. The seed store copies their seeds rather than training them again; trained in
+    a chunk of ``size``, where the chunk changes a seed's numbers."""
+    network, twins = experiment(params, cell), set()
+    for other in config.cells(params):
+        if (other.dataset, other.method) == (cell.dataset, cell.method) and other != cell \
+                and experiment(params, other) == network:
+            spec = cell_spec(params, other)
+            twins.add(seed_identity(spec, size if "chunking" in spec else None))
+    return frozenset(twins)
 
 
 def features_rule(params: dict, dataset: str, hp: dict):

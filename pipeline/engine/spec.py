@@ -23,6 +23,7 @@ every method on a tiny graph and fails when its numbers move while its versions 
 from __future__ import annotations
 
 import json
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 from pipeline import config
@@ -178,3 +179,15 @@ def seed_identity(spec: dict, chunk: int | None = None) -> str:
     if "chunking" in spec:
         kept["chunk"] = chunk
     return config.fingerprint(kept)
+
+
+def experiment(params: dict, cell: config.Cell) -> str:
+    """What a cell computes, whichever study holds it: its spec without the study, the number of
+    seeds, the tables' layout and the chunk, its settings with the method's defaults filled in.
+    Two cells of one experiment are the same network, settings and split (Cora's GAT at range 2
+    is Table 2's GAT, which leaves its two layers to the default)."""
+    spec = cell_spec(params, cell)
+    schema = config.registry()[cell.method].settings  # None: a method of the protocol's keys only
+    defaults = {f.name: f.default for f in fields(schema) if f.default is not MISSING} if schema else {}
+    kept = {key: value for key, value in spec.items() if key not in ("study", "setting", "runs", "tables", "chunking")}
+    return config.fingerprint({**kept, "settings": {**defaults, **spec["settings"]}})

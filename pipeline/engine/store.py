@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from pipeline.engine.loop import TrainingError
-from pipeline.files import meant_name, read_record, write_atomic
+from pipeline.files import meant_name, read_record, save_torch, write_atomic
 from pipeline.paths import LOCKS_ROOT, RUNS_ROOT, STASH_ROOT, seed_file
 
 SEED_FILE = re.compile(r"seed_(\d+)\.pt")
@@ -40,11 +40,13 @@ def holds_seed(record: dict | None, seed: int, dataset: str, method: str, finger
 
 
 def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
-               run_dir: Path, stash_dir: Path | None = None) -> list[int]:
+               run_dir: Path, stash_dir: Path | None = None, twins: frozenset[str] = frozenset()) -> list[int]:
     """Make ``run_dir`` hold exactly the finished seeds ``0 .. runs-1`` of ``fingerprint`` and
     return the seeds still to train. Seed files of other settings, and seeds ``>= runs``, go to
     ``stash_dir/<their fingerprint>/``; seeds of this fingerprint come back from there, or are
-    copied from a twin cell (:func:`twin_cells`)."""
+    copied from a twin cell (:func:`twin_cells`): one of this identity, or of one in ``twins``
+    (the same network with a default written out, :func:`pipeline.engine.cells.twin_identities`),
+    whose copy then records this identity."""
     stash_dir = stash_dir or STASH_ROOT / dataset / method
     run_dir.mkdir(parents=True, exist_ok=True)
     done = set()
@@ -64,23 +66,29 @@ def sync_seeds(dataset: str, method: str, runs: int, fingerprint: str,
             shutil.move(kept, seed_file(run_dir, seed))
             done.add(seed)
     missing = [s for s in range(runs) if s not in done]
-    for twin_dir in twin_cells(run_dir, fingerprint) if missing else []:
+    for twin_dir in twin_cells(run_dir, {fingerprint} | twins) if missing else []:
         for seed in missing:
             twin = seed_file(twin_dir, seed)
-            if seed not in done and twin.exists() and holds_seed(read_record(twin), seed, dataset, method, fingerprint):
+            record = read_record(twin) if seed not in done and twin.exists() else None
+            if record is None:
+                continue
+            if holds_seed(record, seed, dataset, method, fingerprint):
                 write_atomic(seed_file(run_dir, seed), functools.partial(shutil.copyfile, twin))
+                done.add(seed)
+            elif any(holds_seed(record, seed, dataset, method, identity) for identity in twins):
+                save_torch({**record, "fingerprint": fingerprint}, seed_file(run_dir, seed))
                 done.add(seed)
     return [s for s in range(runs) if s not in done]
 
 
-def twin_cells(run_dir: Path, fingerprint: str) -> list[Path]:
-    """The seed folders of the family's other cells that train under the same identity (a study
-    point that is another study's cell: β at the dataset's own value is Table 2's cell), whose
-    seeds this cell copies rather than trains again. One file of each tells."""
+def twin_cells(run_dir: Path, fingerprints: set[str]) -> list[Path]:
+    """The seed folders of the family's other cells that train under one of ``fingerprints`` (a
+    study point that is another study's cell: β at the dataset's own value is Table 2's cell),
+    whose seeds this cell copies rather than trains again. One file of each tells."""
     twins = []
     for other in sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir):
         first = next(iter(sorted(other.glob("seed_*.pt"))), None)
-        if first is not None and (read_record(first) or {}).get("fingerprint") == fingerprint:
+        if first is not None and (read_record(first) or {}).get("fingerprint") in fingerprints:
             twins.append(other)
     return twins
 
@@ -102,11 +110,11 @@ def set_aside(path: Path, record: dict | None, stash_dir: Path) -> None:
     shutil.move(path, kept)
 
 
-def order_seeds(spec: dict, fingerprint: str, run_dir: Path) -> list[int]:
+def order_seeds(spec: dict, fingerprint: str, run_dir: Path, twins: frozenset[str] = frozenset()) -> list[int]:
     """The cell's finished seeds in its folder of data/runs, every other seed file in the stash;
     the seeds still to train."""
     stash_loose_seeds(spec["dataset"], spec["method"])
-    return sync_seeds(spec["dataset"], spec["method"], spec["runs"], fingerprint, run_dir=run_dir)
+    return sync_seeds(spec["dataset"], spec["method"], spec["runs"], fingerprint, run_dir=run_dir, twins=twins)
 
 
 def has_seed_files(dataset: str, method: str) -> bool:

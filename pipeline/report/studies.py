@@ -10,12 +10,11 @@ verdict is "not enough seeds" and its evidence says which cells are missing.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, fields
 
 import pandas as pd
 
 from pipeline import config
-from pipeline.engine.spec import cell_spec
+from pipeline.engine.spec import experiment
 from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
 from pipeline.report.summary import (Claim, fmt_acc, fmt_paper, improving_footnote, metric_key, paired_means,
                                      paired_test, runs_label, still_improving)
@@ -93,18 +92,6 @@ def cell_at(params: dict, study: str, dataset: str, method: str, point: Point) -
         return config.table_cells(params, trained=False).get((dataset, method),
                                                              config.Cell(config.TABLE_STUDIES[0], dataset, method))
     return config.Cell(study, dataset, method, point)
-
-
-def experiment(params: dict, cell: config.Cell) -> str:
-    """What a cell computes, whichever study holds it: its spec without the study, the number of
-    seeds, the tables' layout and the chunk, its settings with the method's defaults filled in.
-    Two cells of one experiment are the same network, settings and split (Cora's GAT at range 2
-    is Table 2's GAT, which leaves its two layers to the default)."""
-    spec = cell_spec(params, cell)
-    schema = REGISTRY[cell.method].settings  # None: a method of the protocol's keys only
-    defaults = {f.name: f.default for f in fields(schema) if f.default is not MISSING} if schema else {}
-    kept = {key: value for key, value in spec.items() if key not in ("study", "setting", "runs", "tables", "chunking")}
-    return config.fingerprint({**kept, "settings": {**defaults, **spec["settings"]}})
 
 
 def twin_cells(params: dict, per_seed: dict[config.Cell, pd.DataFrame]) -> dict[config.Cell, config.Cell]:
