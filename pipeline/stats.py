@@ -83,7 +83,7 @@ def results_markdown(metrics: dict, params: dict, paper: dict, tables: dict,
         "CAD-Net at a glance, the paper's claims, then its tables in its order, then every cell beside its",
         "own row of the paper. Times per epoch: `reports/timing.md`.",
     ]
-    claims = accuracy_claims(compared, metrics) + time_claims(tables, paper)
+    claims = accuracy_claims(compared, metrics, paper) + time_claims(tables, paper)
     lines += headline_markdown(claims, metrics, params)
     lines += claims_markdown(claims + (studies.study_claims(results) if results else []))
     lines += table2_markdown(metrics, params, paper)
@@ -256,26 +256,34 @@ def time_claims(tables: dict[tuple[str, str], pd.DataFrame], paper: dict) -> lis
     return found
 
 
-def accuracy_claims(compared: list[dict], metrics: dict) -> list[Claim]:
-    """Table 2's and Table B.6's claims, per dataset where CAD-Net and a baseline both ran."""
+def accuracy_claims(compared: list[dict], metrics: dict, paper: dict) -> list[Claim]:
+    """Table 2's and Table B.6's claims, per dataset where CAD-Net and a baseline both ran. A
+    verdict that a baseline not run here could overturn ("holds", "tied with X") is not one
+    while a baseline the paper compares there (a number in its Table 2, not OOM) has not run:
+    it reads "not enough seeds" and names them; a rival ahead already decides it."""
     found = []
     for c in compared:
         dataset, runner_up, p_value, n = c["dataset"], c["runner_up"], c["p_value"], c["pairs"]
         ours, theirs = c["ours_shared"], c["theirs_shared"]  # on the seeds both cells have
         label = REGISTRY[runner_up].label
         run = [m for m in BASELINES if m in metrics[dataset]]
+        not_run = [m for m in BASELINES if m not in run and isinstance(paper_row(paper, dataset, m), list)]
         significant = ours > theirs and p_value < 0.05
         behind = ours < theirs and p_value < 0.05
         # only the rival the verdict names: another cell still improving is not what the claim compares
         caveat = (f"; not final: {label} still improving at the last epoch (†)"
                   if still_improving(metrics[dataset][runner_up]) else "")
+        missing = (f"; not run here, though the paper compares them: {', '.join(REGISTRY[m].label for m in not_run)}"
+                   if not_run else "")
         # "best": ahead with p < 0.05; a lead no test separates from the runner-up is a tie
-        found.append((CLAIM_BEST, dataset, "holds" if significant else "does not hold" if behind else f"tied with {label}",
+        best = "holds" if significant else "does not hold" if behind else f"tied with {label}"
+        found.append((CLAIM_BEST, dataset, "not enough seeds" if not_run and not behind else best,
                       f"CAD-Net {ours:.2f}, {label} {theirs:.2f} on {n} shared seeds (paired p = {p_value:.1e}), "
-                      f"the best of the {len(run)} baseline{'s' * (len(run) != 1)} run here{caveat}"))
-        found.append((CLAIM_SIGNIFICANT, dataset, "holds" if significant else "does not hold",
+                      f"the best of the {len(run)} baseline{'s' * (len(run) != 1)} run here{caveat}{missing}"))
+        found.append((CLAIM_SIGNIFICANT, dataset, "not enough seeds" if not_run and significant
+                      else "holds" if significant else "does not hold",
                       f"paired t-test by seed against {label} on {n} shared seeds, p < 0.05: p = {p_value:.2e}"
-                      + (f"; {label} is significantly better" if behind else "")))
+                      + (f"; {label} is significantly better" if behind else "") + missing))
     return found
 
 

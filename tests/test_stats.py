@@ -16,6 +16,7 @@ from pipeline import config, stats
 from pipeline.config import ConfigError, DataError
 
 PAPER_CORA = (84.3, 0.5)
+NO_TABLE2: dict = {}  # a paper whose Table 2 compares no baseline: every one it names has run
 
 
 @pytest.fixture
@@ -206,31 +207,55 @@ def test_table2_significance_and_claims_from_the_baselines_that_ran(evaluated):
     expected_p = ttest_rel([100 * a for a in FAKE_ACCS], [100 * a for a in appnp]).pvalue
     assert f"| cora | APPNP | 3 | {expected_p:.2e} |" in results  # APPNP (83.0) is the better baseline
     assert "2.78e-36" in results  # the paper's p-value beside ours
-    # ahead on the 3 seeds both have, but no test separates them: a tie, not "best"
-    assert ("| CAD-Net is the best method (Table 2) | cora | tied with APPNP | CAD-Net 83.60, APPNP 83.00 on 3 shared "
-            f"seeds (paired p = {expected_p:.1e}), the best of the 2 baselines run here |") in results
+    # ahead on the 3 seeds both have, but no test separates them: a tie, not "best", and not a
+    # verdict while nine baselines of the paper's Cora row have not run
+    missing = "; not run here, though the paper compares them: Cheby, SAGE, JK, MixHop, SGC, AGNN, GAT, U-Nets, GDC |"
+    assert ("| CAD-Net is the best method (Table 2) | cora | not enough seeds | CAD-Net 83.60, APPNP 83.00 on 3 shared "
+            f"seeds (paired p = {expected_p:.1e}), the best of the 2 baselines run here{missing}") in results
     assert ("| CAD-Net is significantly better than the second best (Table B.6) | cora | does not hold | paired t-test "
-            f"by seed against APPNP on 3 shared seeds, p < 0.05: p = {expected_p:.2e} |") in results
+            f"by seed against APPNP on 3 shared seeds, p < 0.05: p = {expected_p:.2e}{missing}") in results
     # the claims come first, then the paper's tables in its order, then every cell
     headings = [line for line in results.splitlines() if line.startswith("## ")]
     assert headings[:2] == ["## At a glance", "## The paper's claims, checked"], headings
     assert headings[-1] == "## Every cell", headings
     # CAD-Net's row beside the paper's, and each claim's verdict, one row per dataset
-    assert "| Cora | 83.60 ± 2.10 (3 seeds) | 84.3 ± 0.5 | tied with APPNP | does not hold | holds |" in results
+    assert "| Cora | 83.60 ± 2.10 (3 seeds) | 84.3 ± 0.5 | not enough seeds | does not hold | holds |" in results
 
 
 def test_a_claim_names_the_baseline_that_is_significantly_ahead_of_cadnet():
     metrics = {"computers": {"cadnet": {"test_acc": {"mean": 81.0}}, "gat": {"test_acc": {"mean": 82.5}}}}
     compared = [{"dataset": "computers", "runner_up": "gat", "p_value": 0.001, "pairs": 20, "ours_shared": 81.0,
                  "theirs_shared": 82.5}]
-    best, significant = stats.claims_markdown(stats.accuracy_claims(compared, metrics))[-2:]
+    best, significant = stats.claims_markdown(stats.accuracy_claims(compared, metrics, NO_TABLE2))[-2:]
     assert best == ("| CAD-Net is the best method (Table 2) | computers | does not hold | CAD-Net 81.00, GAT 82.50 on 20 "
                     "shared seeds (paired p = 1.0e-03), the best of the 1 baseline run here |")
     assert significant.endswith("| does not hold | paired t-test by seed against GAT on 20 shared seeds, p < 0.05: "
                                 "p = 1.00e-03; GAT is significantly better |")
     compared[0]["p_value"] = 0.2  # behind, but not significantly: a tie
-    best, significant = stats.claims_markdown(stats.accuracy_claims(compared, metrics))[-2:]
+    best, significant = stats.claims_markdown(stats.accuracy_claims(compared, metrics, NO_TABLE2))[-2:]
     assert "| computers | tied with GAT |" in best and significant.endswith("p = 2.00e-01 |")
+
+
+@pytest.mark.parametrize("p_value, ours, best, significant", [
+    (1e-6, 94.6, "not enough seeds", "not enough seeds"),  # ahead of the 2 run: a baseline not run may be better
+    (0.3, 94.0, "not enough seeds", "does not hold"),  # tied: one not run may be ahead
+    (1e-3, 92.0, "does not hold", "does not hold"),  # a rival ahead decides it, whatever else runs
+])
+def test_table_2s_claims_hold_only_when_every_baseline_the_paper_compares_there_has_run(p_value, ours, best, significant):
+    """Physics: the paper has numbers for nine baselines (ChebNet and MixHop OOM). With APPNP and
+    GCN run, "holds" or "tied" are not verdicts yet and name the missing ones; ChebNet and MixHop
+    are not among them."""
+    paper = stats.load_paper()
+    metrics = {"physics": {"cadnet": {}, "appnp": {}, "gcn": {}}}
+    compared = [{"dataset": "physics", "runner_up": "appnp", "p_value": p_value, "pairs": 25, "ours_shared": ours,
+                 "theirs_shared": 93.6}]
+    (_, _, best_verdict, evidence), (_, _, significant_verdict, _) = stats.accuracy_claims(compared, metrics, paper)
+    assert (best_verdict, significant_verdict) == (best, significant)
+    assert evidence.endswith("run here, though the paper compares them: SAGE, JK, SGC, AGNN, GAT, U-Nets, GDC"), evidence
+    metrics["physics"] |= {m: {} for m in ("sage", "jknet", "sgc", "agnn", "gat", "graph_unet", "gdc")}
+    (_, _, best_verdict, evidence), _ = stats.accuracy_claims(compared, metrics, paper)
+    assert best_verdict == {"not enough seeds": "holds" if p_value < 0.05 else "tied with APPNP"}.get(best, best)
+    assert "not run here" not in evidence
 
 
 @pytest.mark.parametrize("edit", ["duplicate", "drop"])
@@ -295,7 +320,7 @@ def test_a_baseline_still_improving_at_its_last_epoch_is_flagged_in_table2_and_t
     assert "(4 seeds) † /" not in table2.split("| APPNP |")[1].split("\n")[0]
     assert "† still improving when its epochs ran out" in table2 and "photo/gcn (100% of its seeds)" in table2
     compared = stats.comparisons(tables, metrics, params)
-    claims = "\n".join(stats.claims_markdown(stats.accuracy_claims(compared, metrics)))
+    claims = "\n".join(stats.claims_markdown(stats.accuracy_claims(compared, metrics, paper)))
     assert "not final: GCN still improving at the last epoch (†)" in claims
 
 
@@ -327,7 +352,7 @@ def test_the_claims_name_a_still_improving_baseline_only_where_it_is_the_rival(g
               ("photo", "appnp"): cell(0.85, [150, 120, 180, 190], [170, 140, 200, 200])}
     metrics = collect(tables, paper)
     compared = stats.comparisons(tables, metrics, {"datasets": ["photo"]})
-    claims = "\n".join(stats.claims_markdown(stats.accuracy_claims(compared, metrics)))
+    claims = "\n".join(stats.claims_markdown(stats.accuracy_claims(compared, metrics, paper)))
     assert ("not final: GCN still improving" in claims) == caveat, claims
 
 
