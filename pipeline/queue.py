@@ -104,9 +104,10 @@ def plan_jobs(params: dict, runs: int, device: str, only: list[str] | None = Non
         spec = cell_spec(params, cell)
         batch = (tier_of(cell), cell.dataset, cell.method, replica_batch(params, cell, spec))
         rows.append((cell, have, spec["engine"], batch, plan.cell_measured(params, cell, device, baselines)))
-    rows.sort(key=lambda row: row[3][0])
-    planned: set[str] = set()
-    rows = [row for row in rows if not (network_of[row[0]] in planned or planned.add(network_of[row[0]]))]
+    first_of: dict[str, tuple] = {}  # of a network's short cells, the first in the tiers' order
+    for row in sorted(rows, key=lambda row: row[3][0]):
+        first_of.setdefault(network_of[row[0]], row)
+    rows = list(first_of.values())
     for _, have, _, batch, _ in rows:
         batch_to_go[batch] = batch_to_go.get(batch, 0) + runs - have
     jobs = []
