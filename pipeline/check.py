@@ -31,8 +31,8 @@ from pipeline.paths import (CHECKED_FILE, DATA_STATS_ROOT, EVAL_ROOT, PARAMS_FIL
                             class_counts_file, run_dir, seed_file)
 from pipeline.report.tables import read_written, table_paths, tables_hold
 from pipeline.progress import duration
-from pipeline.engine.spec import (INDEX_NAME, cell_name, cell_spec, differences, family_dir, index_file,
-                                  seed_identity, spec_file, spec_text)
+from pipeline.engine.spec import (INDEX_NAME, cell_name, cell_spec, differences, family_dir, family_twins,
+                                  index_file, seed_identity, spec_file, spec_text)
 
 
 def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
@@ -46,6 +46,7 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
     baselines = config.baseline_methods(params)
     studies: dict[str, list] = {}  # study -> [cells, seconds from scratch, cells without a figure, cells not run]
     written: dict[tuple[str, str], dict] = {}
+    twins: dict[tuple[str, str], dict] = {}  # a family that trains now -> its cells' twins
     rows = []  # (cell, runs, spec, measured, seeds to train now or None, the cell's replica batch)
     batch_seeds: dict = {}  # replica batch -> [its seeds from scratch, its seeds to train now]
     for cell in config.cells(params):
@@ -58,7 +59,11 @@ def plan_lines(params: dict, device: str, moved: dict[str, str]) -> list[str]:
         family = (cell.dataset, cell.method)
         if family not in written:
             written[family] = read_written(*family)
-        to_train = None if tables_hold(cell.dataset, cell.method, spec, written[family]) else runs - seeds_found(spec)
+        to_train = None
+        if not tables_hold(cell.dataset, cell.method, spec, written[family]):
+            if family not in twins:
+                twins[family] = family_twins(params, *family)
+            to_train = runs - seeds_found(spec, [cell_spec(params, twin) for twin in twins[family][cell]])
         batch = (family, replica_batch(params, cell, spec))
         rows.append((cell, runs, spec, plan.cell_measured(params, cell, device, baselines), to_train, batch))
         seeds = batch_seeds.setdefault(batch, [0, 0])
@@ -142,25 +147,35 @@ def cell_side_by_side(params: dict, cell: config.Cell, engine_kind: str, runs: i
     return max(1, min(workers, -(-runs // seeds)))
 
 
-def seeds_found(spec: dict) -> int:
+def seeds_found(spec: dict, twins: list[dict] = ()) -> int:
     """Of a cell's seeds, about how many train will find trained under ``spec``, for the
     estimate: those in its folder of data/runs where the folder's first seed file was made under
-    the spec's identity (train keeps a folder to one identity), and those of the others in the
-    stash under it. Train itself reads every file."""
+    the spec's identity (train keeps a folder to one identity), those of the others in the
+    stash under it, and those of its twin cells' folders (``twins``: their specs, whose seeds
+    the seed store copies). Train itself reads every file."""
+    from pipeline.engine.store import twin_cells  # torch: loaded by cell_spec already
+
     dataset, method, runs = spec["dataset"], spec["method"], spec["runs"]
-    # a seed whose numbers depend on its chunk records the chunk's size, which needs the graph:
-    # any size up to the cap will do here
-    chunks = [None] if "chunking" not in spec else range(1, spec["chunking"]["seed_chunk"] + 1)
-    identities = {seed_identity(spec, chunk) for chunk in chunks}
     folder = run_dir(dataset, method, cell_name(spec))
     first = next(iter(sorted(folder.glob("seed_*.pt"))), None)
     found = set()
-    if first is not None and (read_record(first) or {}).get("fingerprint") in identities:
+    if first is not None and (read_record(first) or {}).get("fingerprint") in identities_of(spec):
         found = {seed for seed in range(runs) if seed_file(folder, seed).exists()}
-    for identity in identities:
+    for identity in identities_of(spec):
         stash = STASH_ROOT / dataset / method / identity
         found |= {seed for seed in range(runs) if seed_file(stash, seed).exists()} if stash.is_dir() else set()
+    if twins and folder.parent.is_dir():
+        lenders = set().union(*(identities_of(twin) for twin in twins))
+        for other in twin_cells(folder, lenders):
+            found |= {seed for seed in range(runs) if seed_file(other, seed).exists()}
     return len(found)
+
+
+def identities_of(spec: dict) -> set[str]:
+    """The identities a seed of ``spec`` may carry: a seed whose numbers depend on its chunk
+    records the chunk's size, which needs the graph; any size up to the cap will do here."""
+    chunks = [None] if "chunking" not in spec else range(1, spec["chunking"]["seed_chunk"] + 1)
+    return {seed_identity(spec, chunk) for chunk in chunks}
 
 
 def sizes_without_features(dataset: str, hp: dict, data_root: Path = DATA_STATS_ROOT) -> dict | None:

@@ -40,7 +40,7 @@ from pipeline import config
 from pipeline.check import cell_side_by_side, replica_batch
 from pipeline.engine import plan
 from pipeline.engine.device import resolve_device_name
-from pipeline.engine.spec import cell_spec, experiment
+from pipeline.engine.spec import cell_spec, cells_by_experiment, family_twins
 from pipeline.paths import run_dir, seed_file
 from pipeline.progress import duration
 
@@ -91,11 +91,10 @@ def plan_jobs(params: dict, runs: int, device: str, only: list[str] | None = Non
     :func:`run_queue` trains it in (its family's cells of one tier with the same replica key),
     whichever cell's seeds they hold."""
     baselines = config.baseline_methods(params)
-    network_of = {cell: experiment(params, cell) for cell in config.cells(params)}
-    network_has: dict[str, int] = {}
-    for cell, network in network_of.items():
-        has = max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
-        network_has[network] = max(network_has.get(network, 0), has)
+    groups = cells_by_experiment(params, config.cells(params))
+    network_of = {cell: network for network, group in groups.items() for cell in group}
+    network_has = {network: max(max(seeds_present(cell, runs), min(config.runs_for(params, cell), runs))
+                                for cell in group) for network, group in groups.items()}
     rows, batch_to_go = [], {}
     for cell in chosen_cells(params, only):
         have = network_has[network_of[cell]]
@@ -156,7 +155,8 @@ def run_queue(params: dict, jobs: list[Job], runs: int, deadline: float | None) 
                 if stop_at is not None and time.monotonic() >= stop_at:
                     return done + ["deadline reached; run the queue again to go on"]
                 specs = [{**cell_spec(params, job.cell), "runs": runs} for job in family]
-                cells = [prepare_cell(params, spec, graphs) for spec in specs]
+                twins = family_twins(params, dataset, method)
+                cells = [prepare_cell(params, spec, graphs, twins=twins) for spec in specs]
                 for group in replica_groups(cells):
                     finished = train.train_pending(params, group, engine, stop_at=stop_at)
                     done.append(f"{dataset}/{method}: {', '.join(c.name for c in group)}"

@@ -24,7 +24,7 @@ from pipeline.engine import dispatch, plan
 from pipeline.engine.cells import PreparedCell, chunk_size, fixed_blocks, group_measured, prepare_cell, replica_groups
 from pipeline.engine.device import is_out_of_memory, resolve_device_name
 from pipeline.engine.loop import Replica, TrainingError
-from pipeline.engine.spec import cell_name, current_family
+from pipeline.engine.spec import cell_name, current_family, family_twins
 from pipeline.engine.store import family_lock, has_seed_files, load_records, order_seeds
 from pipeline.files import save_torch, write_csv_atomic, write_text_atomic
 from pipeline.paths import seed_file
@@ -46,10 +46,12 @@ def main(argv: list[str]) -> None:
               f"under their spec already; kept", file=sys.stderr)
     # every check that can fail comes before any seed file is touched
     graphs: dict = {}
-    prepared = [prepare_cell(params, spec, graphs) for spec in specs if spec not in kept]
+    twins = family_twins(params, dataset, method)
+    prepared = [prepare_cell(params, spec, graphs, twins=twins) for spec in specs if spec not in kept]
     # a kept cell's seed files are put in order too (its spec's in data/runs, others' in the
     # stash), so that data/runs holds the seeds of the committed tables; none there, none to order
-    ordered = [prepare_cell(params, spec, graphs, check=False) for spec in kept] if has_seed_files(dataset, method) else []
+    ordered = [prepare_cell(params, spec, graphs, check=False, twins=twins) for spec in kept] \
+        if has_seed_files(dataset, method) else []
     with family_lock(dataset, method, f"{dataset}/{method}"), dispatch.engine(params) as engine:
         for cell in ordered:
             order_seeds(cell.spec, cell.fingerprint, cell.run_dir, cell.twins)

@@ -42,9 +42,11 @@ def test_a_cell_names_the_identities_of_the_other_studies_cells_of_its_network()
     gat_2, gat_4 = (config.Cell("ranges", "pubmed", "gat", (("range", r),)) for r in (2, 4))
     table2 = spec.seed_identity(spec.cell_spec(params, config.Cell("baselines", "pubmed", "gat")))
     assert table2 != spec.seed_identity(spec.cell_spec(params, gat_2))
-    assert cells.twin_identities(params, gat_2, 1) == {table2}
-    assert cells.twin_identities(params, gat_4, 1) == set()
+    twins = spec.family_twins(params, "pubmed", "gat")
+    assert cells.twin_identities(params, twins[gat_2], 1) == {table2}
+    assert cells.twin_identities(params, twins[gat_4], 1) == set()
     for dataset, twinned in (("cora", True), ("citeseer", False)):
         cheb_2 = config.Cell("ranges", dataset, "cheb", (("range", 2),))
         cheb_table2 = spec.seed_identity(spec.cell_spec(params, config.Cell("baselines", dataset, "cheb")), 1)
-        assert (cheb_table2 in cells.twin_identities(params, cheb_2, 1)) == twinned
+        twins = spec.family_twins(params, dataset, "cheb")
+        assert (cheb_table2 in cells.twin_identities(params, twins[cheb_2], 1)) == twinned

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import PROJECT_ROOT, read_params, train_cell, update_params, vmapped, write_params
-from pipeline import config, preprocess, train
+from pipeline import check, config, preprocess, train
 from pipeline.engine import cells, device, dispatch, loop, spec, store
 from pipeline.files import save_torch
 from pipeline.paths import FEATURES_AS_READ
@@ -495,8 +495,8 @@ def test_a_killed_train_takes_its_worker_processes_with_it(tmp_path):
 
 def test_a_study_point_that_writes_a_default_out_copies_table_2s_seeds(workdir, capsys):
     """GCN at range 2 is Table 2's GCN with its two layers written out: another seed identity,
-    the same network. Its seed is copied from Table 2's cell, records its own identity, and its
-    table is Table 2's, with none trained."""
+    the same network. The check stage's plan counts Table 2's seed as found; the seed is copied
+    from Table 2's cell, records its own identity, and its table is Table 2's, with none trained."""
     (workdir / "data/processed/cora").mkdir(parents=True)
     save_torch(synthetic_graph(), workdir / "data/processed/cora/graph.pt")
     own = config.load_params()["method_hparams"]
@@ -507,6 +507,9 @@ def test_a_study_point_that_writes_a_default_out_copies_table_2s_seeds(workdir, 
     params = read_params(workdir)
     params["studies"]["ranges"] = {"datasets": ["cora"], "methods": ["gcn"], "runs": 1, "grid": {"range": [2]}}
     write_params(workdir, params)
+    plan = check.plan_lines(config.load_params(), "cpu", {})
+    assert [line for line in plan if line.startswith("  cora/gcn/ranges-range=2: ")][0].startswith(
+        "  cora/gcn/ranges-range=2: 1 seeds (1 found trained), ")
     capsys.readouterr()
     train_cell(["cora", "gcn"])
     assert "train cora/gcn/ranges-range=2: 1 seeds, 1 reused, 0 to train" in capsys.readouterr().err

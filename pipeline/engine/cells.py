@@ -10,7 +10,7 @@ from pipeline import config
 from pipeline.engine import plan
 from pipeline.engine.loop import settings_free_within_a_batch
 from pipeline.engine.memory import peak_bytes
-from pipeline.engine.spec import cell_of, cell_spec, experiment, seed_identity
+from pipeline.engine.spec import cell_of, cell_spec, family_twins, seed_identity
 from pipeline.engine.splits import split_masks
 from pipeline.paths import PROCESSED_ROOT, run_dir
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
@@ -33,9 +33,12 @@ class PreparedCell(NamedTuple):
         return run_dir(self.spec["dataset"], self.spec["method"], self.name)
 
 
-def prepare_cell(params: dict, spec: dict, graphs: dict, check: bool = True) -> PreparedCell:
+def prepare_cell(params: dict, spec: dict, graphs: dict, check: bool = True,
+                 twins: dict[config.Cell, list[config.Cell]] | None = None) -> PreparedCell:
     """The cell's settings, graph (one load per feature rule, kept in ``graphs``) and chunk size,
-    and, with ``check``, whether its split and memory allow it to train."""
+    and, with ``check``, whether its split and memory allow it to train. ``twins``: its family's
+    cells with their twins (:func:`~pipeline.engine.spec.family_twins`), which a stage that
+    prepares a whole family computes once; None: computed here."""
     cell = cell_of(spec)
     hp = config.cell_hparams(params, cell)  # with the cell's own seed_chunk, which sizes its chunks
     rule = features_rule(params, cell.dataset, hp)
@@ -49,22 +52,23 @@ def prepare_cell(params: dict, spec: dict, graphs: dict, check: bool = True) -> 
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
     fingerprint = seed_identity(spec, size if "chunking" in spec else None)
-    return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint, twin_identities(params, cell, size))
+    if twins is None:
+        twins = family_twins(params, cell.dataset, cell.method)
+    return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint,
+                        twin_identities(params, twins.get(cell, []), size))
 
 
-def twin_identities(params: dict, cell: config.Cell, size: int) -> frozenset[str]:
-    """The seed identities of the family's cells of other studies that train the same network
-    as ``cell`` (:func:`~pipeline.engine.spec.experiment`) but write one of its settings
+def twin_identities(params: dict, twins: list[config.Cell], size: int) -> frozenset[str]:
+    """The seed identities of a cell's ``twins``, its family's cells of other studies that train
+    the same network (:func:`~pipeline.engine.spec.family_twins`) but write one of its settings
     otherwise: PubMed's GAT at range 2, whose grid writes the two layers that Table 2's cell leaves
     to the default. The seed store copies their seeds rather than training them again; trained in
     a chunk of ``size``, where the chunk changes a seed's numbers."""
-    network, twins = experiment(params, cell), set()
-    for other in config.cells(params):
-        if (other.dataset, other.method) == (cell.dataset, cell.method) and other != cell \
-                and experiment(params, other) == network:
-            spec = cell_spec(params, other)
-            twins.add(seed_identity(spec, size if "chunking" in spec else None))
-    return frozenset(twins)
+    identities = set()
+    for other in twins:
+        spec = cell_spec(params, other)
+        identities.add(seed_identity(spec, size if "chunking" in spec else None))
+    return frozenset(identities)
 
 
 def features_rule(params: dict, dataset: str, hp: dict):

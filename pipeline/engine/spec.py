@@ -191,3 +191,21 @@ def experiment(params: dict, cell: config.Cell) -> str:
     defaults = {f.name: f.default for f in fields(schema) if f.default is not MISSING} if schema else {}
     kept = {key: value for key, value in spec.items() if key not in ("study", "setting", "runs", "tables", "chunking")}
     return config.fingerprint({**kept, "settings": {**defaults, **spec["settings"]}})
+
+
+def cells_by_experiment(params: dict, cells: list[config.Cell]) -> dict[str, list[config.Cell]]:
+    """``cells`` grouped by what they compute (:func:`experiment`), in their order: the cells of
+    one group are one network, settings and split, whichever studies hold them."""
+    groups: dict[str, list[config.Cell]] = {}
+    for cell in cells:
+        groups.setdefault(experiment(params, cell), []).append(cell)
+    return groups
+
+
+def family_twins(params: dict, dataset: str, method: str) -> dict[config.Cell, list[config.Cell]]:
+    """Each cell of the (dataset, method) family with its family's other cells of the same
+    experiment: PubMed's GAT at range 2 with Table 2's GAT. One pass over the family, so that a
+    stage that prepares the family's cells computes each cell's experiment once."""
+    family = [cell for cell in config.cells(params) if (cell.dataset, cell.method) == (dataset, method)]
+    return {cell: [other for other in group if other != cell]
+            for group in cells_by_experiment(params, family).values() for cell in group}

@@ -14,7 +14,7 @@ import math
 import pandas as pd
 
 from pipeline import config
-from pipeline.engine.spec import experiment
+from pipeline.engine.spec import cells_by_experiment
 from pipeline.models import BASELINES, REGISTRY, TABLE3_ROWS
 from pipeline.report.summary import (Claim, fmt_acc, fmt_paper, improving_footnote, metric_key, paired_means,
                                      paired_test, runs_label, still_improving)
@@ -95,15 +95,13 @@ def cell_at(params: dict, study: str, dataset: str, method: str, point: Point) -
 
 
 def twin_cells(params: dict, per_seed: dict[config.Cell, pd.DataFrame]) -> dict[config.Cell, config.Cell]:
-    """Each cell of the studies that another cell of the same experiment (:func:`experiment`)
-    outnumbers in seeds, to the cell of that experiment with the most seeds: it stands for both,
-    so that a point decides in every study that holds it."""
+    """Each cell of the studies that another cell of the same experiment
+    (:func:`~pipeline.engine.spec.cells_by_experiment`) outnumbers in seeds, to the cell of that
+    experiment with the most seeds: it stands for both, so that a point decides in every study
+    that holds it."""
     seeds = {cell: 0 if per_seed.get(cell) is None else len(per_seed[cell]) for cell in config.cells(params)}
-    groups: dict[str, list[config.Cell]] = {}
-    for cell in seeds:
-        groups.setdefault(experiment(params, cell), []).append(cell)
     twins = {}
-    for group in groups.values():
+    for group in cells_by_experiment(params, list(seeds)).values():
         most = max(group, key=lambda c: seeds[c])
         twins |= {cell: most for cell in group if seeds[cell] < seeds[most]}
     return twins
