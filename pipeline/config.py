@@ -326,13 +326,14 @@ def _check_study(params: dict, name: str, in_tables: dict[str, str]) -> None:
                 raise ConfigError(f"{where}.methods: {method!r} is also in studies.{in_tables[method]}; Tables 2 and 3 "
                                   f"report each method from one of {', '.join(TABLE_STUDIES)}")
             in_tables[method] = name
+    spec["settings"] = _check_settings(where, spec.get("settings"))
+    spec["grid"] = _check_values(f"{where}.grid", spec.get("grid"))
     runs = spec.get("runs")
     if _is_int(runs):
         _check_runs(f"{where}.runs", runs, lowest=0)
     else:  # a cell's runs may stay written while its method is dropped (`-S 'studies.variants.methods=[]'`)
-        spec["runs"] = _check_runs_by_dataset(f"{where}.runs", runs, list(methods()))
-    spec["settings"] = _check_settings(where, spec.get("settings"))
-    spec["grid"] = _check_values(f"{where}.grid", spec.get("grid"))
+        points = [point_name(setting) for setting in grid_points(spec["grid"])] if spec["grid"] else []
+        spec["runs"] = _check_runs_by_dataset(f"{where}.runs", runs, list(methods()), points)
 
 
 def _check_settings(where: str, settings: Any) -> dict:
@@ -379,10 +380,12 @@ def _check_protocol(protocol: Any) -> dict:
     return protocol
 
 
-def _check_runs_by_dataset(where: str, runs: Any, methods: list[str]) -> dict:
+def _check_runs_by_dataset(where: str, runs: Any, methods: list[str], points: list[str] = ()) -> dict:
     """A study's runs per dataset: dataset -> runs, or dataset -> {method: runs} for some of its
-    methods; ``default``: the runs of every cell not named (else the top-level `runs`). 0 means
-    the cell is not run: it stays in the DVC matrix, trains nothing, and the tables say "not run"."""
+    methods, or, in a study with a grid, method -> {point: runs} for some of its ``points``
+    (``range=4``: the cell's name without the study); ``default`` at any level: the runs of every
+    cell not named there (else the level above's, at the top the top-level `runs`). 0 means the
+    cell is not run: it stays in the DVC matrix, trains nothing, and the tables say "not run"."""
     runs = {} if runs is None else runs  # absent or written empty; "" is not a mapping
     if not isinstance(runs, dict):
         raise ConfigError(f"{where}: must be a number of runs, or map a dataset (or default) to its runs or to "
@@ -394,7 +397,12 @@ def _check_runs_by_dataset(where: str, runs: Any, methods: list[str]) -> dict:
             continue
         for method, count in value.items():
             check_choice(f"{where}.{name}", method, methods)
-            _check_runs(f"{where}.{name}.{method}", count, lowest=0)
+            if not isinstance(count, dict) or not points:
+                _check_runs(f"{where}.{name}.{method}", count, lowest=0)
+                continue
+            for point, point_count in count.items():
+                check_choice(f"{where}.{name}.{method}", point, (*points, "default"))
+                _check_runs(f"{where}.{name}.{method}.{point}", point_count, lowest=0)
     return runs
 
 
@@ -409,11 +417,25 @@ class Cell(NamedTuple):
 
     @property
     def name(self) -> str:
-        """``main``, ``beta-beta=0.65``: the study, then each grid value."""
-        return self.study + "".join(f"-{key}={value}" for key, value in self.setting)
+        """``main``, ``beta-beta=0.65``: the study, then its :attr:`point`."""
+        return self.study + (f"-{self.point}" if self.setting else "")
+
+    @property
+    def point(self) -> str:
+        """``beta=0.65``, ``lambda_ent=0.5-lr=0.01``: its grid values; ``""`` without a grid."""
+        return point_name(self.setting)
 
     def __str__(self) -> str:
         return f"{self.dataset}/{self.method}/{self.name}"
+
+
+def point_name(setting: tuple) -> str:
+    return "-".join(f"{key}={value}" for key, value in setting)
+
+
+def grid_points(grid: dict) -> list[tuple]:
+    """A grid's points in its order: each a ((key, value), ...) of one value per setting."""
+    return list(itertools.product(*[[(key, value) for value in values] for key, values in grid.items()]))
 
 
 def cells(params: dict) -> list[Cell]:
@@ -421,11 +443,11 @@ def cells(params: dict) -> list[Cell]:
     params.yaml's order, then in each study's order of datasets, methods and grid values."""
     found = []
     for study, spec in params["studies"].items():
-        grid = [[(key, value) for value in values] for key, values in spec["grid"].items()]
+        points = grid_points(spec["grid"])
         for dataset in spec["datasets"]:
             for method in spec["methods"]:
                 if dataset in params["datasets"] and method in params["methods"]:
-                    found += [Cell(study, dataset, method, setting) for setting in itertools.product(*grid)]
+                    found += [Cell(study, dataset, method, setting) for setting in points]
     return found
 
 
@@ -457,13 +479,15 @@ def table_cell_name(params: dict, method: str) -> str:
 
 def runs_for(params: dict, cell: Cell) -> int:
     """Seeds of one cell: its study's `runs` (a number, or per dataset, or per dataset and method,
-    the others its `default`), else the top-level `runs` (0: not run)."""
+    or per dataset, method and grid point, the others its `default`), else the top-level `runs`
+    (0: not run)."""
     runs = params["studies"][cell.study].get("runs")
     if _is_int(runs):
         return runs
     default = (runs or {}).get("default", params["runs"])
     value = (runs or {}).get(cell.dataset, default)
-    return value.get(cell.method, default) if isinstance(value, dict) else value
+    value = value.get(cell.method, default) if isinstance(value, dict) else value
+    return value.get(cell.point, value.get("default", default)) if isinstance(value, dict) else value
 
 
 def runs_key(params: dict, cell: Cell) -> str:
@@ -473,7 +497,10 @@ def runs_key(params: dict, cell: Cell) -> str:
     if _is_int(runs):
         return where
     value = (runs or {}).get(cell.dataset)
-    if isinstance(value, dict) and cell.method in value:
+    points = value.get(cell.method) if isinstance(value, dict) else None
+    if isinstance(points, dict) and (cell.point in points or "default" in points):
+        return f"{where}.{cell.dataset}.{cell.method}.{cell.point if cell.point in points else 'default'}"
+    if isinstance(value, dict) and cell.method in value and not isinstance(points, dict):
         return f"{where}.{cell.dataset}.{cell.method}"
     if value is not None and not isinstance(value, dict):
         return f"{where}.{cell.dataset}"

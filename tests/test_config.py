@@ -734,6 +734,34 @@ def test_runs_and_cells_of_the_studies(workdir):
     assert_one_line(info.value, "studies.rates.runs", "defualt", "default")
 
 
+def test_runs_per_grid_point_land_a_long_family_cell_by_cell(workdir):
+    """A family whose cells train longer than a sitting lands them one at a time: runs per grid
+    point (the cell's name without its study), the method's `default` for the others, else the
+    dataset's or the study's; the key each came from is named; a point not in the grid is an
+    error naming the key and the points there are."""
+    params = params_with(datasets=["cora"], methods=["cadnet"], runs=100)
+    params["methods"] = ["cadnet", "gcn"]
+    params["studies"]["ranges"] = {"datasets": ["cora"], "methods": ["cadnet", "gcn"], "grid": {"range": [2, 4, 6]},
+                                   "runs": {"default": 0, "cora": {"cadnet": 100, "gcn": {"range=4": 20}}}}
+    loaded = load(workdir, params)
+    cells = {str(c): c for c in config.cells(loaded) if c.study == "ranges"}
+    assert {name: config.runs_for(loaded, c) for name, c in cells.items()} == {
+        "cora/cadnet/ranges-range=2": 100, "cora/cadnet/ranges-range=4": 100, "cora/cadnet/ranges-range=6": 100,
+        "cora/gcn/ranges-range=2": 0, "cora/gcn/ranges-range=4": 20, "cora/gcn/ranges-range=6": 0}
+    assert config.runs_key(loaded, cells["cora/gcn/ranges-range=4"]) == "studies.ranges.runs.cora.gcn.range=4"
+    assert config.runs_key(loaded, cells["cora/gcn/ranges-range=6"]) == "studies.ranges.runs.default"
+    assert config.runs_key(loaded, cells["cora/cadnet/ranges-range=6"]) == "studies.ranges.runs.cora.cadnet"
+    params["studies"]["ranges"]["runs"]["cora"]["gcn"] = {"range=4": 20, "default": 5}
+    loaded = load(workdir, params)
+    assert [config.runs_for(loaded, c) for c in config.cells(loaded) if str(c).startswith("cora/gcn/ranges")] == [5, 20, 5]
+    assert config.runs_key(loaded, cells["cora/gcn/ranges-range=6"]) == "studies.ranges.runs.cora.gcn.default"
+    params["studies"]["ranges"]["runs"]["cora"]["gcn"] = {"range=5": 20}
+    write_params(workdir, params)
+    with pytest.raises(ConfigError) as info:
+        config.load_params()
+    assert_one_line(info.value, "studies.ranges.runs.cora.gcn", "range=5", "range=2, range=4, range=6, default")
+
+
 # -------------------------------------------------------------------------- numbers as users write them
 
 
