@@ -378,7 +378,8 @@ def measure_methods(dataset: str, params: dict, epochs: int, device: torch.devic
                 break
             notes.append(f"chunk of {S}: {why}")
             S = S // 2 if "out of memory" in why and S > 1 else None
-        rows.append({"method": method, "single": single, "batched": batched, "chunk": S, "note": "; ".join(notes)})
+        rows.append({"method": method, "implementation": config.hparams_for(params, dataset, method).get("implementation", "vmap"),
+                     "single": single, "batched": batched, "chunk": S, "note": "; ".join(notes)})
         print(f"{dataset}/{method}: one seed {_ms(single)} ms/epoch, batched {_ms(batched)} ms/seed-epoch "
               f"(chunk {S}){' ' + rows[-1]['note'] if notes else ''}", flush=True)
     return rows
@@ -499,18 +500,20 @@ def methods_table(dataset: str, rows: list[dict]) -> list[str]:
     paper = load_paper()["ms_per_epoch"]
     appnp = next((r for r in rows if r["method"] == "appnp"), {"single": None, "batched": None})
     lines = ["", f"## Every method on {dataset}", "",
-             "Table B.8's measure, one run: ms per epoch of one seed, ms per seed-epoch batched (one chunk),",
+             "Table B.8's measure, one run, each method in its implementation (params.yaml's, or with `--sparse`",
+             "the sparse one where it has one): ms per epoch of one seed, ms per seed-epoch batched (one chunk),",
              "each over APPNP's in the same run, the batched speed-up (one seed's ms over batched ms per seed),",
              "and the paper's GTX 1080 Ti figure over its APPNP figure:", "",
-             "| method | one seed ms | / APPNP | batched ms / seed | / APPNP batched | speed-up batched | chunk "
-             "| paper ms | paper / APPNP | note |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| method | implementation | one seed ms | / APPNP | batched ms / seed | / APPNP batched | speed-up batched "
+             "| chunk | paper ms | paper / APPNP | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     paper_appnp = paper.get("appnp", {}).get(dataset)
     for r in rows:
         theirs = paper.get(r["method"], {}).get(dataset)
         theirs_ratio = (f"{theirs / paper_appnp:.2f}" if isinstance(theirs, float) and paper_appnp else "-")
         speedup = _speedup(r["single"], r["batched"])
-        lines.append(f"| {r['method']} | {_ms(r['single'])} | {_ratio(r['single'], appnp['single'])} | "
+        lines.append(f"| {r['method']} | {r.get('implementation', '-')} | {_ms(r['single'])} | "
+                     f"{_ratio(r['single'], appnp['single'])} | "
                      f"{_ms(r['batched'])} | {_ratio(r['batched'], appnp['batched'])} | "
                      f"{'-' if speedup is None else f'{speedup:.1f}x'} | {r['chunk'] or '-'} | "
                      f"{theirs if theirs is not None else '-'} | {theirs_ratio} | {r.get('note') or ''} |")
@@ -702,7 +705,8 @@ def main(argv: list[str]) -> None:
                         help="datasets on which to time each batchable baseline of --methods at 25 seeds and at "
                              "one beside a plain version of its network (none: skip)")
     parser.add_argument("--sparse", action="store_true",
-                        help="time each baseline's sparse network where it has one, whatever params.yaml selects")
+                        help="time each baseline's sparse network where it has one, whatever params.yaml selects "
+                             "(the methods and rivals sections)")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds each method's measurement may take (in a process of its own) before it is stopped")
     parser.add_argument("--report-only", action="store_true",
@@ -740,7 +744,8 @@ def main(argv: list[str]) -> None:
             if dataset == "cora":
                 keep(dataset, "profile", {"text": profile_epoch(params, device)})
     for dataset in args.methods_on:
-        keep(dataset, "methods", measure_methods(dataset, params, args.epochs, device, args.methods, args.timeout))
+        timed = with_sparse(params, [dataset]) if args.sparse else params
+        keep(dataset, "methods", measure_methods(dataset, timed, args.epochs, device, args.methods, args.timeout))
         hp = config.hparams_for(params, dataset)
         seeds = chunk_size(bench_graph(dataset, hp), hp, params, RUNS)
         mixed, alone = time_replicas(dataset, params, args.epochs, device, seeds)

@@ -31,10 +31,10 @@ def test_synthetic_graph_has_the_datasets_sizes():
 ENGINES = {"dataset": "cora", "single_ms": 10.0, "batched_ms": 2.5, "appnp_ms": 5.0, "authors_ms": 30.0, "chunk": 25,
            "single_100_s": 100.0, "batched_100_s": 25.0, "appnp_100_s": 50.0, "authors_100_s": 300.0, "epochs": 100,
            "estimate_100_gb": 1.0, "estimate_chunk_gb": 0.25}
-METHODS = [{"method": "cadnet", "single": 20.0, "batched": 4.0, "chunk": 25},
+METHODS = [{"method": "cadnet", "implementation": "vmap", "single": 20.0, "batched": 4.0, "chunk": 25},
            {"method": "appnp", "single": 10.0, "batched": 2.0, "chunk": 25},
            {"method": "gcn", "single": 6.0, "batched": 1.0, "chunk": 25},
-           {"method": "agnn", "single": 30.0, "batched": None, "chunk": None}]
+           {"method": "agnn", "implementation": "sparse", "single": 30.0, "batched": None, "chunk": None}]
 
 
 RIVALS = [{"method": "gcn", "implementation": "sparse", "ours_25": 2.0, "plain_25": 3.0, "ours_1": 10.0, "plain_1": 12.0,
@@ -71,8 +71,9 @@ def test_the_report_states_ratios_memory_and_each_figures_origin(tmp_path, monke
     assert "| cora | 25 | 0.25 GiB | 0.80 GiB | 1.00 GiB |" in text and "profile table" in text and "CPU" in text
     # one seed and batched, each over APPNP's in the same run, the batched speed-up (20 / 4); the
     # paper's over its APPNP (7.60 / 6.84)
-    assert "| cadnet | 20.00 | 2.00 | 4.00 | 2.00 | 5.0x | 25 | 7.6 | 1.11 |" in text
-    assert "| agnn | 30.00 | 3.00 | - | - | - | - | 7.8 | 1.14 |" in text
+    assert "| cadnet | vmap | 20.00 | 2.00 | 4.00 | 2.00 | 5.0x | 25 | 7.6 | 1.11 |" in text
+    assert "| agnn | sparse | 30.00 | 3.00 | - | - | - | - | 7.8 | 1.14 |" in text
+    assert "| gcn | - | 6.00 | " in text  # a figure recorded without its implementation
     assert "| cora | memory | " in text and "| test machine | 5 |" in text
 
 
@@ -160,7 +161,7 @@ def test_a_methods_only_report_has_no_engines_table(tmp_path, monkeypatch):
     bench.record("cpu", "photo", "methods", rows, 5, "m", tmp_path)
     text = bench.report("cpu", config.load_params(), tmp_path)
     assert "(a) single ms" not in text and "Profile" not in text
-    assert "| gcn | 5.00 | 0.50 | 1.00 | 0.50 | 5.0x | 25 |" in text
+    assert "| gcn | - | 5.00 | 0.50 | 1.00 | 0.50 | 5.0x | 25 |" in text
     assert "| CAD-Net on Cora, batched, per seed against the authors' setup (d/b) | not measured |" in text
 
 
@@ -184,6 +185,28 @@ def test_methods_are_timed_as_asked(monkeypatch):
     rows = bench.measure_methods("cora", params, 1, torch.device("cpu"), ["gcn", "graph_unet"])
     assert [r["method"] for r in rows] == ["gcn", "graph_unet"]
     assert rows[0]["batched"] > 0 and rows[1]["batched"] is None  # Graph U-Net runs seed by seed
+    assert [r["implementation"] for r in rows] == [config.hparams_for(params, "cora", m).get("implementation", "vmap")
+                                                   for m in ("gcn", "graph_unet")]
+
+
+def test_sparse_times_the_methods_section_on_the_sparse_networks_too(tmp_path, monkeypatch):
+    """`--sparse` reaches every section that times the baselines, not the rivals' alone (the
+    methods section once ran Physics's GraphSAGE on the `vmap` network, out of memory)."""
+    from pipeline import config
+
+    assert config.hparams_for(config.load_params(), "computers", "gat").get("implementation", "vmap") == "vmap"
+    timed = {}
+    monkeypatch.setattr(bench, "BENCH_ROOT", tmp_path)
+    monkeypatch.setattr(bench, "report_file", lambda device: tmp_path / "bench.md")
+    monkeypatch.setattr(bench, "measure_methods", lambda dataset, params, *a: timed.setdefault("methods", params) and [])
+    monkeypatch.setattr(bench, "measure_rivals", lambda dataset, params, *a: timed.setdefault("rivals", params) and [])
+    monkeypatch.setattr(bench, "time_replicas", lambda *a: (1.0, 1.0))
+    monkeypatch.setattr(bench, "chunk_size", lambda *a: 2)
+    monkeypatch.setattr(bench, "bench_graph", lambda dataset, hp: None)
+    _no_cells_left(monkeypatch)
+    bench.main(["--datasets", "--methods-on", "computers", "--rivals-on", "computers", "--methods", "gat", "--sparse"])
+    for section in ("methods", "rivals"):
+        assert config.hparams_for(timed[section], "computers", "gat")["implementation"] == "sparse", section
 
 
 def test_cadnet_is_timed_beside_its_plain_version_and_a_variant_is_not(monkeypatch):
@@ -289,11 +312,11 @@ def test_a_chunk_killed_for_memory_is_tried_at_half_its_size(monkeypatch):
     monkeypatch.setattr(bench, "bench_graph", lambda dataset, hp: {})
     rows = bench.measure_methods("cora", params, 1, torch.device("cpu"), ["gcn", "graph_unet"], timeout_s=60)
     assert tried == [None, 25, 12, 6, None]  # graph_unet runs seed by seed: no chunk
-    assert rows[0] == {"method": "gcn", "single": 10.0, "batched": 2.0, "chunk": 6,
+    assert rows[0] == {"method": "gcn", "implementation": "sparse", "single": 10.0, "batched": 2.0, "chunk": 6,
                        "note": "chunk of 25: killed (out of memory); chunk of 12: out of memory, RuntimeError: can't allocate"}
     assert rows[1]["chunk"] is None and rows[1]["batched"] is None
     table = "\n".join(bench.methods_table("cora", rows))
-    assert "| gcn | 10.00 | - | 2.00 | - | 5.0x | 6 |" in table and "chunk of 12: out of memory" in table
+    assert "| gcn | sparse | 10.00 | - | 2.00 | - | 5.0x | 6 |" in table and "chunk of 12: out of memory" in table
 
 
 def test_the_beta_studys_cells_are_timed_as_replicas_of_one_batch(monkeypatch):
