@@ -132,6 +132,30 @@ def test_graph_unets_sparse_features_give_its_dense_network_and_drop_stored_entr
     assert seen == [(graph["x"].coalesce()._nnz(), sparse["p_drop"], True)]
 
 
+def test_graph_unets_pooled_graphs_on_the_kept_nodes_are_pygs_bit_for_bit():
+    """PyG's GraphUNet squares A + I over all nodes, then keeps the pooled nodes' rows and
+    columns; ours multiplies the kept rows by the kept columns only. The same weights and input
+    give the same outputs and gradients, bit for bit (the edges' order included, which the
+    sums follow), over three poolings keeping 30% of 300 nodes, then half."""
+    from torch_geometric.nn import GraphUNet
+
+    g = torch.Generator().manual_seed(0)
+    pairs = torch.randint(0, 300, (2, 3000), generator=g)
+    edge_index = torch.unique(torch.cat([pairs, pairs.flip(0)], dim=1), dim=1)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    x = torch.rand(300, 12, generator=g)
+    outs, grads = [], []
+    for network in (GraphUNet, baselines.KeptNodesGraphUNet):
+        torch.manual_seed(0)
+        net = network(12, 8, 3, depth=3, pool_ratios=[0.3, 0.5])
+        out = net(x, edge_index)
+        out.square().sum().backward()
+        outs.append(out)
+        grads.append([p.grad for p in net.parameters()])
+    assert torch.equal(outs[0], outs[1])
+    assert len(grads[0]) == len(grads[1]) and all(torch.equal(a, b) for a, b in zip(*grads))
+
+
 def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
     """A vmapped baseline's dropout comes from its chunk's stream: the chunk size is part of the
     fingerprint and a lost seed is retrained with its whole block, identically."""

@@ -32,8 +32,9 @@ from torch_geometric.data import Data
 from torch_geometric.nn import (APPNP, AGNNConv, ChebConv, GATConv, GCNConv, GraphUNet, JumpingKnowledge,
                                 SAGEConv, SGConv)
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.nn.pool.connect import Connect, ConnectOutput
 from torch_geometric.transforms import GDC
-from torch_geometric.utils import dropout_edge, remove_self_loops, scatter
+from torch_geometric.utils import add_self_loops, dropout_edge, remove_self_loops, scatter, to_torch_csr_tensor
 
 from pipeline.errors import ConfigError
 from pipeline.models import methods
@@ -541,6 +542,46 @@ class GAT(torch.nn.Module):
         return self.convs[-1](x, edge_index)
 
 
+class SquareOnKeptNodes(Connect):
+    r"""Graph U-Net's pooled graph (Gao and Ji 2019: the graph's second power, which connects
+    nodes two hops apart before a pooling):
+    :math:`A' = \big((A + I)^2\big)_{idx, idx}` without its diagonal, for the ``idx`` nodes
+    top-k pooling keeps. PyG's ``GraphUNet`` squares :math:`A + I` over all N nodes
+    (``augment_adj``), then its ``TopKPooling`` filters the kept rows and columns
+    (``FilterEdges``); this takes the product of the kept rows with the kept columns only,
+    :math:`(A + I)_{idx, :} (A + I)_{:, idx}`, the same entries in the same order (the masked
+    matrices keep their node labels, so the sparse product visits them as the full one does),
+    at a fraction of the work where few nodes are kept (2,000 of PubMed's 19,717)."""
+
+    def forward(self, select_output, edge_index: Tensor, edge_attr: Tensor | None = None,
+                batch: Tensor | None = None) -> ConnectOutput:
+        n, kept = select_output.num_nodes, select_output.node_index
+        position = kept.new_full((n,), -1)
+        position[kept] = torch.arange(kept.numel(), device=kept.device)
+        rows, cols = position[edge_index[0]] >= 0, position[edge_index[1]] >= 0
+        square = (to_torch_csr_tensor(edge_index[:, rows], edge_attr[rows], size=(n, n))
+                  @ to_torch_csr_tensor(edge_index[:, cols], edge_attr[cols], size=(n, n))).to_sparse_coo()
+        index, weight = square.indices(), square.values()
+        off_diagonal = index[0] != index[1]
+        return ConnectOutput(position[index[:, off_diagonal]], weight[off_diagonal],
+                             self.get_pooled_batch(select_output, batch))
+
+
+class KeptNodesGraphUNet(GraphUNet):
+    """PyG's ``GraphUNet``, its pooled graphs computed on the kept nodes only
+    (:class:`SquareOnKeptNodes`): the same network, its outputs and gradients bit for bit."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for pool in self.pools:
+            pool.connect = SquareOnKeptNodes()
+
+    def augment_adj(self, edge_index: Tensor, edge_weight: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+        """:math:`A + I`; the pooling squares it on the nodes it keeps."""
+        edge_index, edge_weight = remove_self_loops(edge_index, edge_weight)
+        return add_self_loops(edge_index, edge_weight, num_nodes=num_nodes)
+
+
 # top-k pooling keeps a different node set per seed: no stacked form
 @network("graph_unet")
 class UNet(torch.nn.Module):
@@ -554,7 +595,7 @@ class UNet(torch.nn.Module):
     def __init__(self, in_features: int, classes: int, cfg: UNetSettings, num_nodes: int):
         super().__init__()
         ratios = [min(1.0, 2000 / num_nodes), 0.5]
-        self.unet = GraphUNet(in_features, cfg.hidden, classes, depth=cfg.depth, pool_ratios=ratios)
+        self.unet = KeptNodesGraphUNet(in_features, cfg.hidden, classes, depth=cfg.depth, pool_ratios=ratios)
         self.edge_drop, self.p_drop = cfg.edge_drop, cfg.p_drop
 
     def forward(self, x, edge_index, edge_weight=None):
