@@ -61,7 +61,7 @@ def test_the_import_walk_follows_every_import_form():
     # `from pipeline.engine.spec import ...`; stats: `from pipeline.models import ...`
     assert imported_pipeline_modules("check") == {"check", "config", "files", "engine/plan", "paths", "progress",
                                                   "report/tables", "engine/memory", "engine/spec", "engine/device",
-                                                  "engine/cells"}
+                                                  "engine/cells", "engine/store"}
     assert "models" in imported_pipeline_modules("stats")
     # neither stage imports the other: what both need lives in pipeline/engine
     assert "check" not in imported_pipeline_modules("train") and "train" not in imported_pipeline_modules("check")
