@@ -246,6 +246,11 @@ def profile_epoch(params: dict, device: torch.device, rows: int = 15) -> str:
     return prof.key_averages().table(sort_by=key, row_limit=rows)
 
 
+def implementation(params: dict, dataset: str, method: str) -> str:
+    """Which of its networks ``method`` trains on ``dataset`` under ``params``, for a row's label."""
+    return config.hparams_for(params, dataset, method).get("implementation", "vmap")
+
+
 def time_method(dataset: str, method: str, params: dict, epochs: int, device: torch.device,
                 seeds: int | None = None) -> float:
     """Table B.8's measure of one method, in this process: ms per epoch of one seed (training
@@ -286,7 +291,7 @@ def measure_rivals(dataset: str, params: dict, epochs: int, device: torch.device
         if not measured or not (batched or method in EXAMPLES):
             continue
         row, notes = {"method": method, f"ours_{RIVAL_SEEDS}": None, f"plain_{RIVAL_SEEDS}": None}, []
-        row["implementation"] = config.hparams_for(params, dataset, method).get("implementation", "vmap")
+        row["implementation"] = implementation(params, dataset, method)
         for seeds in (RIVAL_SEEDS, 1) if batched else (1,):  # PyG's examples: one seed
             for who in ("ours", "plain"):
                 row[f"{who}_{seeds}"], why = run(time_rival, (dataset, method, params, epochs, device, seeds, who == "plain"))
@@ -378,8 +383,8 @@ def measure_methods(dataset: str, params: dict, epochs: int, device: torch.devic
                 break
             notes.append(f"chunk of {S}: {why}")
             S = S // 2 if "out of memory" in why and S > 1 else None
-        rows.append({"method": method, "implementation": config.hparams_for(params, dataset, method).get("implementation", "vmap"),
-                     "single": single, "batched": batched, "chunk": S, "note": "; ".join(notes)})
+        rows.append({"method": method, "implementation": implementation(params, dataset, method), "single": single,
+                     "batched": batched, "chunk": S, "note": "; ".join(notes)})
         print(f"{dataset}/{method}: one seed {_ms(single)} ms/epoch, batched {_ms(batched)} ms/seed-epoch "
               f"(chunk {S}){' ' + rows[-1]['note'] if notes else ''}", flush=True)
     return rows

@@ -156,12 +156,12 @@ def seeds_found(spec: dict, twins: list[dict] = ()) -> int:
     from pipeline.engine.store import twin_cells  # torch: loaded by cell_spec already
 
     dataset, method, runs = spec["dataset"], spec["method"], spec["runs"]
-    folder = run_dir(dataset, method, cell_name(spec))
+    folder, identities = run_dir(dataset, method, cell_name(spec)), identities_of(spec)
     first = next(iter(sorted(folder.glob("seed_*.pt"))), None)
     found = set()
-    if first is not None and (read_record(first) or {}).get("fingerprint") in identities_of(spec):
+    if first is not None and (read_record(first) or {}).get("fingerprint") in identities:
         found = {seed for seed in range(runs) if seed_file(folder, seed).exists()}
-    for identity in identities_of(spec):
+    for identity in identities:
         stash = STASH_ROOT / dataset / method / identity
         found |= {seed for seed in range(runs) if seed_file(stash, seed).exists()} if stash.is_dir() else set()
     if twins and folder.parent.is_dir():

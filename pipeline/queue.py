@@ -156,7 +156,7 @@ def run_queue(params: dict, jobs: list[Job], runs: int, deadline: float | None) 
                     return done + ["deadline reached; run the queue again to go on"]
                 specs = [{**cell_spec(params, job.cell), "runs": runs} for job in family]
                 twins = family_twins(params, dataset, method)
-                cells = [prepare_cell(params, spec, graphs, twins=twins) for spec in specs]
+                cells = [prepare_cell(params, spec, graphs, twins) for spec in specs]
                 for group in replica_groups(cells):
                     finished = train.train_pending(params, group, engine, stop_at=stop_at)
                     done.append(f"{dataset}/{method}: {', '.join(c.name for c in group)}"

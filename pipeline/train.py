@@ -47,10 +47,10 @@ def main(argv: list[str]) -> None:
     # every check that can fail comes before any seed file is touched
     graphs: dict = {}
     twins = family_twins(params, dataset, method)
-    prepared = [prepare_cell(params, spec, graphs, twins=twins) for spec in specs if spec not in kept]
+    prepared = [prepare_cell(params, spec, graphs, twins) for spec in specs if spec not in kept]
     # a kept cell's seed files are put in order too (its spec's in data/runs, others' in the
     # stash), so that data/runs holds the seeds of the committed tables; none there, none to order
-    ordered = [prepare_cell(params, spec, graphs, check=False, twins=twins) for spec in kept] \
+    ordered = [prepare_cell(params, spec, graphs, twins, check=False) for spec in kept] \
         if has_seed_files(dataset, method) else []
     with family_lock(dataset, method, f"{dataset}/{method}"), dispatch.engine(params) as engine:
         for cell in ordered:

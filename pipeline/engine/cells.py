@@ -10,7 +10,7 @@ from pipeline import config
 from pipeline.engine import plan
 from pipeline.engine.loop import settings_free_within_a_batch
 from pipeline.engine.memory import peak_bytes
-from pipeline.engine.spec import cell_of, cell_spec, family_twins, seed_identity
+from pipeline.engine.spec import cell_of, cell_spec, seed_identity
 from pipeline.engine.splits import split_masks
 from pipeline.paths import PROCESSED_ROOT, run_dir
 from pipeline.preprocess import load_features_as_read, load_graph, sparse_features
@@ -33,12 +33,12 @@ class PreparedCell(NamedTuple):
         return run_dir(self.spec["dataset"], self.spec["method"], self.name)
 
 
-def prepare_cell(params: dict, spec: dict, graphs: dict, check: bool = True,
-                 twins: dict[config.Cell, list[config.Cell]] | None = None) -> PreparedCell:
+def prepare_cell(params: dict, spec: dict, graphs: dict, twins: dict[config.Cell, list[config.Cell]],
+                 check: bool = True) -> PreparedCell:
     """The cell's settings, graph (one load per feature rule, kept in ``graphs``) and chunk size,
     and, with ``check``, whether its split and memory allow it to train. ``twins``: its family's
-    cells with their twins (:func:`~pipeline.engine.spec.family_twins`), which a stage that
-    prepares a whole family computes once; None: computed here."""
+    cells with their twins (:func:`~pipeline.engine.spec.family_twins`), computed once for the
+    family by the stage that prepares its cells."""
     cell = cell_of(spec)
     hp = config.cell_hparams(params, cell)  # with the cell's own seed_chunk, which sizes its chunks
     rule = features_rule(params, cell.dataset, hp)
@@ -52,8 +52,6 @@ def prepare_cell(params: dict, spec: dict, graphs: dict, check: bool = True,
     # a method whose batched seeds share their chunk's dropout stream records the chunk size,
     # and trains whole fixed blocks of seeds, so that a resumed run repeats a full one
     fingerprint = seed_identity(spec, size if "chunking" in spec else None)
-    if twins is None:
-        twins = family_twins(params, cell.dataset, cell.method)
     return PreparedCell(spec, cell.name, hp, rule, graph, size, fingerprint,
                         twin_identities(params, twins.get(cell, []), size))
 

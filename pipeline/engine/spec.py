@@ -206,6 +206,5 @@ def family_twins(params: dict, dataset: str, method: str) -> dict[config.Cell, l
     """Each cell of the (dataset, method) family with its family's other cells of the same
     experiment: PubMed's GAT at range 2 with Table 2's GAT. One pass over the family, so that a
     stage that prepares the family's cells computes each cell's experiment once."""
-    family = [cell for cell in config.cells(params) if (cell.dataset, cell.method) == (dataset, method)]
     return {cell: [other for other in group if other != cell]
-            for group in cells_by_experiment(params, family).values() for cell in group}
+            for group in cells_by_experiment(params, config.family(params, dataset, method)).values() for cell in group}
