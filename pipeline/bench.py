@@ -448,15 +448,33 @@ def _read_sections(path: Path) -> dict:
         raise DataError(f"{path}: not a figures file ({err}); delete it and measure again") from err
 
 
+STAMP = ("date", "commit", "machine", "epochs")
+
+
 def record(device_type: str, dataset: str, section: str, figures, epochs: int, machine_text: str,
            root: Path = BENCH_ROOT) -> None:
     """Store one section's figures for one dataset, with when, at which commit and on what they
-    were measured; the dataset's other sections stay as they were."""
+    were measured; the dataset's other sections stay as they were. The rivals section is kept
+    row by row (each row's ratio is measured within it): a method measured again replaces its
+    row, and the rows of the methods not measured now stay, each with the stamp it was measured
+    under (``measured``), so one method can be timed again alone."""
     path = bench_file(device_type, dataset, root)
     entries = _read_sections(path) if path.exists() else {}
+    if section == "rivals" and section in entries:
+        figures = _merged_rows(entries[section], figures)
     entries[section] = {"figures": figures, "date": time.strftime("%Y-%m-%d"), "commit": code_version(),
                         "machine": machine_text, "epochs": epochs}
     write_text_atomic(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
+
+
+def _merged_rows(old_entry: dict, rows: list[dict]) -> list[dict]:
+    """``old_entry``'s rows with those of ``rows``' methods replaced (in place; new methods
+    last); a kept row carries the stamp of the run that measured it."""
+    new = {r["method"]: r for r in rows}
+    kept = [new.pop(r["method"]) if r["method"] in new
+            else dict(r, measured=r.get("measured") or {k: old_entry[k] for k in STAMP})
+            for r in old_entry["figures"]]
+    return kept + list(new.values())
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -618,7 +636,7 @@ def rivals_table(dataset: str, rows: list[dict]) -> list[str]:
     lines = ["", f"## The baselines and CAD-Net against plain versions on {dataset}", "",
              f"ms per seed-epoch of our network (its implementation: params.yaml's, or with `--sparse` the sparse",
              f"one where a method has it) and of a plain PyTorch version of the same network",
-             f"(pipeline/bench_plain.py), at {RIVAL_SEEDS} seeds and at one, measured in one run; ratio = plain / "
+             f"(pipeline/bench_plain.py), at {RIVAL_SEEDS} seeds and at one, each row measured in one run; ratio = plain / "
              "ours (above 1: ours is faster). Graph U-Net trains one seed at a time, and so does AGNN's `vmap`",
              "implementation (PyG's AGNNConv does not run under vmap): against PyG's example of the network",
              "(examples/graph_unet.py, examples/agnn.py), one seed:", "",
@@ -648,9 +666,18 @@ def provenance_lines(figures: dict[str, dict]) -> list[str]:
              "| dataset | section | date | commit | machine | timed epochs |", "|---|---|---|---|---|---|"]
     for dataset, sections in figures.items():
         for section in SECTIONS:
-            if section in sections:
-                e = sections[section]
-                lines.append(f"| {dataset} | {section} | {e['date']} | {e['commit']} | {e['machine']} | {e['epochs']} |")
+            if section not in sections:
+                continue
+            e = sections[section]
+            stamps = {}  # a section kept row by row: one line per run, naming its rows
+            for r in e["figures"] if isinstance(e["figures"], list) else []:
+                stamp = tuple((r.get("measured") or e)[k] for k in STAMP)
+                stamps.setdefault(stamp, []).append(r["method"])
+            if len(stamps) < 2:
+                stamps = {tuple(e[k] for k in STAMP): None}
+            for (date, commit, machine_text, epochs), methods in stamps.items():
+                name = section if methods is None else f"{section}: {', '.join(methods)}"
+                lines.append(f"| {dataset} | {name} | {date} | {commit} | {machine_text} | {epochs} |")
     return lines
 
 

@@ -116,6 +116,29 @@ def test_a_section_measured_again_replaces_its_figures_and_keeps_the_others(tmp_
     assert figures["cora"]["memory"]["commit"] == bench.code_version() and bench.read_figures("cuda", tmp_path) == {}
 
 
+def test_a_rival_measured_again_replaces_its_row_and_the_others_keep_their_stamp(tmp_path, monkeypatch):
+    from pipeline import config
+
+    _no_cells_left(monkeypatch)
+    _record_all(tmp_path)
+    monkeypatch.setattr(bench.time, "strftime", lambda fmt: "2030-01-02")
+    unet = {"method": "graph_unet", "ours_25": None, "plain_25": None, "ours_1": 200.0, "plain_1": 240.0, "note": ""}
+    bench.record("cpu", "cora", "rivals", [unet], 7, "another machine", tmp_path)
+    rows = bench.read_figures("cpu", tmp_path)["cora"]["rivals"]["figures"]
+    assert [r["method"] for r in rows] == [r["method"] for r in RIVALS]  # replaced in place
+    assert rows[3] == unet and rows[0]["ours_25"] == 2.0 and rows[0]["measured"]["machine"] == "test machine"
+    text = bench.report("cpu", config.load_params(), tmp_path)
+    assert "| graph_unet on cora, one seed, PyG's example's ms per epoch over ours | 1.20x | ≥ 1x | yes |" in text
+    assert "| cora | rivals: graph_unet | 2030-01-02 | " in text and "| another machine | 7 |" in text
+    assert "| cora | rivals: gcn, appnp, gat, agnn | " in text
+    bench.record("cpu", "cora", "rivals", [dict(unet, ours_1=100.0)], 7, "another machine", tmp_path)
+    rows = bench.read_figures("cpu", tmp_path)["cora"]["rivals"]["figures"]
+    assert rows[0]["measured"]["machine"] == "test machine"  # a kept row keeps its first stamp
+    bench.record("cpu", "cora", "rivals", [dict(r) for r in RIVALS], 5, "test machine", tmp_path)
+    text = bench.report("cpu", config.load_params(), tmp_path)
+    assert "| cora | rivals | " in text  # all measured in one run: one line
+
+
 def test_a_corrupt_figures_file_is_named(tmp_path):
     import pytest
 
