@@ -523,10 +523,11 @@ def methods_table(dataset: str, rows: list[dict]) -> list[str]:
     paper = load_paper()["ms_per_epoch"]
     appnp = next((r for r in rows if r["method"] == "appnp"), {"single": None, "batched": None})
     lines = ["", f"## Every method on {dataset}", "",
-             "Table B.8's measure, one run, each method in its implementation (params.yaml's, or with `--sparse`",
-             "the sparse one where it has one): ms per epoch of one seed, ms per seed-epoch batched (one chunk),",
-             "each over APPNP's in the same run, the batched speed-up (one seed's ms over batched ms per seed),",
-             "and the paper's GTX 1080 Ti figure over its APPNP figure:", "",
+             "Table B.8's measure, one run: ms per epoch of one seed (the method's one-seed network, the loop's",
+             "readable reference, PyG's layers as the paper timed them), ms per seed-epoch batched (one chunk, in",
+             "the implementation named: params.yaml's, or with `--sparse` the sparse one where it has one), each",
+             "over APPNP's in the same run, the batched speed-up (one seed's ms over batched ms per seed), and",
+             "the paper's GTX 1080 Ti figure over its APPNP figure:", "",
              "| method | implementation | one seed ms | / APPNP | batched ms / seed | / APPNP batched | speed-up batched "
              "| chunk | paper ms | paper / APPNP | note |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
