@@ -558,9 +558,9 @@ def remaining_seconds(params: dict, methods: dict[str, list[dict]], device_type:
                       runs: int = RUNS) -> dict[str, list]:
     """What is left of the paper on the measured datasets, by study: ``[cells, seeds to go,
     seconds, cells without a figure]``, each short cell costed at its seeds to go times its
-    method's batched ms per seed-epoch (one seed's where it has none) times the epochs a seed of
-    its family ran in the committed run (the paper's where none ran)."""
-    speed = {(dataset, r["method"]): r["batched"] if r["batched"] is not None else r["single"]
+    method's ms per seed-epoch in the network its cells train (:func:`plan.training_ms`) times
+    the epochs a seed of its family ran in the committed run (the paper's where none ran)."""
+    speed = {(dataset, r["method"]): plan.training_ms(r, dataset, params)
              for dataset, rows in methods.items() for r in rows}
     studies: dict[str, list] = {}
     for job in queue.plan_jobs(params, runs, device_type):

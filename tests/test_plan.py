@@ -169,6 +169,26 @@ def test_a_family_never_run_is_costed_by_the_benchmarks_figure_times_its_configu
     assert plan.measured_per_seed("cs", "graph_unet", eval_root)[1].startswith("cs/cadnet")
 
 
+def test_a_batched_family_without_its_batched_figure_is_not_costed_by_its_reference_network(tmp_path):
+    """Physics's GAT trains batched; the benchmark timed its one-seed reference network (PyG's
+    layers, dense features) at 14 s an epoch and its batched chunk ran out of time: that figure
+    is not the cost of the network the cells train, so the estimate borrows CAD-Net's instead.
+    Graph U-Net, which trains one seed at a time, takes its one-seed figure."""
+    eval_root = tmp_path / "eval"
+    write_table(eval_root, "physics", "cadnet", [(100, 10.0, "cpu")])  # 1 s a seed
+    bench = tmp_path / "bench" / "cpu" / "physics.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text('{"methods": {"figures": [{"method": "gat", "batched": null, "single": 14000.0}, '
+                     '{"method": "graph_unet", "batched": null, "single": 2000.0}]}}')
+    params = config.load_params()
+    seconds, source = plan.measured_per_seed("physics", "gat", eval_root, params=params)
+    assert source.startswith("physics/cadnet") and seconds == pytest.approx(1.0)  # 100 epochs at 10 ms
+    seconds, source = plan.measured_per_seed("physics", "graph_unet", eval_root, params=params)
+    assert seconds == pytest.approx(2000.0) and "the benchmark's 2000.0 ms" in source
+    bench.write_text('{"methods": {"figures": [{"method": "gat", "batched": 3000.0, "single": 14000.0}]}}')
+    assert plan.measured_per_seed("physics", "gat", eval_root, params=params)[0] == pytest.approx(3000.0)
+
+
 def write_sizes(root, dataset, nodes, directed_edges, features):
     root.mkdir(exist_ok=True)
     (root / f"{dataset}.json").write_text(

@@ -241,8 +241,8 @@ def _from_bench(dataset: str, method: str, eval_root: Path, device: str,
     its batched chunk's where it batches, else one seed's) times the epochs a seed ran in the
     committed run, of any device (early stopping ends most before the last), or where none ran,
     the epochs ``params`` set for it (early stopping can only shorten them); None where either
-    is missing. Cora's GAT ran on a GPU only: its CPU estimate is this one, where CAD-Net's
-    figure would say a twentieth of it."""
+    is missing (:func:`training_ms`). Cora's GAT ran on a GPU only: its CPU estimate is this one,
+    where CAD-Net's figure would say a twentieth of it."""
     path = bench_file(device, dataset, root=eval_root.parent / BENCH_ROOT.name)
     epochs, whose = epochs_per_seed(dataset, method, eval_root, device), "the committed run's"
     if epochs is None and params is not None:
@@ -254,11 +254,24 @@ def _from_bench(dataset: str, method: str, eval_root: Path, device: str,
     except (ValueError, KeyError, TypeError):
         return None  # the benchmark's report names a corrupt file; an estimate goes without it
     row = next((r for r in figures if isinstance(r, dict) and r.get("method") == method), None)
-    ms = row and (row.get("batched") or row.get("single"))
-    if not isinstance(ms, (int, float)) or ms <= 0:
+    ms = row and training_ms(row, dataset, params)
+    if ms is None:
         return None
     return ms * epochs / 1000, (f"{dataset}/{method}: the benchmark's {ms:.1f} ms per seed-epoch on {device} x "
                                 f"{whose} {epochs:.0f} epochs a seed")
+
+
+def training_ms(row: dict, dataset: str, params: dict | None = None) -> float | None:
+    """A benchmark row's ms per seed-epoch of the network its method's cells train on
+    ``dataset``: its batched chunk's, else its one seed's, but not where ``params`` train the
+    method batched there: its one-seed figure then times the method's one-seed reference
+    network (PyG's layers, dense features), not the network its cells train. None where it has
+    no such figure."""
+    method = row.get("method")
+    trains_batched = (params is not None and method in REGISTRY
+                      and REGISTRY[method].batched_for(config.hparams_for(params, dataset, method)))
+    ms = row.get("batched") or (None if trains_batched else row.get("single"))
+    return ms if isinstance(ms, (int, float)) and ms > 0 else None
 
 
 def _borrowed(dataset: str, method: str, eval_root: Path, device: str,
