@@ -247,8 +247,11 @@ def profile_epoch(params: dict, device: torch.device, rows: int = 15) -> str:
 
 
 def implementation(params: dict, dataset: str, method: str) -> str:
-    """Which of its networks ``method`` trains on ``dataset`` under ``params``, for a row's label."""
-    return config.hparams_for(params, dataset, method).get("implementation", "vmap")
+    """Which of its networks ``method`` trains on ``dataset`` under ``params``, for a row's label:
+    a baseline's ``implementation`` setting (``vmap`` for MixHop, which has no other), ``-`` for
+    CAD-Net and its variants (their batched engine is their only network)."""
+    value = plan.setting_value(method, config.hparams_for(params, dataset, method), "implementation")
+    return value or ("vmap" if (REGISTRY[method].hparams_of or method) in BASELINES else "-")
 
 
 def time_method(dataset: str, method: str, params: dict, epochs: int, device: torch.device,

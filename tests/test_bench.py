@@ -358,6 +358,20 @@ def test_the_beta_studys_cells_are_timed_as_replicas_of_one_batch(monkeypatch):
     assert len(timed) == 25 and len({r.hp["beta"] for r in timed}) == 21 and [r.seed for r in timed[:22]] == [0] * 21 + [1]
 
 
+def test_a_rows_label_names_the_network_its_method_trains():
+    """A baseline's label is its `implementation` setting (its schema's default where params.yaml
+    leaves it out; MixHop's only network is `vmap`); CAD-Net's batched engine is not `vmap`."""
+    from pipeline import config
+
+    params = config.load_params()
+    params["method_hparams"]["gat"]["cora"] = {"implementation": "sparse"}
+    assert bench.implementation(params, "cora", "gat") == "sparse"
+    assert bench.implementation(params, "cora", "graph_unet") == "vmap"  # the schema's default
+    assert bench.implementation(params, "cora", "cadnet") == "-"
+    assert bench.implementation(params, "cora", "rw") == "-"
+    assert bench.implementation(params, "cora", "mixhop") == "vmap"  # its only network
+
+
 def test_what_is_left_is_each_short_cells_seeds_to_go_times_its_methods_figure(monkeypatch):
     """Two short cells at hand-set figures: 98 seeds x 2 ms x 50 epochs and 100 x 10 ms x 200
     epochs (Graph U-Net trains one seed at a time: its one-seed figure). GCN trains batched and
