@@ -412,9 +412,9 @@ def time_replicas(dataset: str, params: dict, epochs: int, device: torch.device,
 
 def epochs_per_seed(dataset: str, method: str, params: dict, device: str) -> float:
     """Epochs a seed of the family ran in the committed run (early stopping ends most before the
-    last), or the paper's epochs where none ran."""
-    ran = plan.epochs_per_seed(dataset, method, device=device)
-    return ran if ran is not None else float(config.hparams_for(params, dataset, method)["epochs"])
+    last), or where none ran, what its peers ran under the same rule or its configured epochs
+    (:func:`plan.expected_epochs`)."""
+    return float(plan.expected_epochs(dataset, method, params, device=device)[0])
 
 
 def machine(device: torch.device) -> str:
@@ -562,7 +562,8 @@ def remaining_seconds(params: dict, methods: dict[str, list[dict]], device_type:
     """What is left of the paper on the measured datasets, by study: ``[cells, seeds to go,
     seconds, cells without a figure]``, each short cell costed at its seeds to go times its
     method's ms per seed-epoch in the network its cells train (:func:`plan.training_ms`) times
-    the epochs a seed of its family ran in the committed run (the paper's where none ran)."""
+    the epochs a seed of its family ran in the committed run (its peers' under the same rule, or
+    its configured epochs, where none ran)."""
     speed = {(dataset, r["method"]): plan.training_ms(r, dataset, params)
              for dataset, rows in methods.items() for r in rows}
     studies: dict[str, list] = {}
@@ -583,8 +584,9 @@ def remaining_seconds(params: dict, methods: dict[str, list[dict]], device_type:
 def remaining_lines(studies: dict[str, list], datasets: list[str], runs: int) -> list[str]:
     lines = ["", f"## What is left of the paper at {runs} seeds a cell", "",
              f"On {', '.join(datasets)}: every cell short of {runs} seeds, its seeds to go x its method's ms per",
-             "seed-epoch above x the epochs a seed of its family ran in the committed run (the paper's where none",
-             "ran):", "", "| study | cells | seeds to go | implied time | cells without a figure |", "|---|---|---|---|---|"]
+             "seed-epoch above x the epochs a seed of its family ran in the committed run (where none ran, the",
+             "median of the dataset's families run under the same epochs and stopping rule, else its configured",
+             "epochs):", "", "| study | cells | seeds to go | implied time | cells without a figure |", "|---|---|---|---|---|"]
     for study, (cells, to_go, seconds, unknown) in studies.items():
         lines.append(f"| {study} | {cells} | {to_go} | {duration(seconds)} | {unknown} |")
     total = [sum(row[k] for row in studies.values()) for k in range(4)]

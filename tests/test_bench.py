@@ -384,7 +384,7 @@ def test_what_is_left_is_each_short_cells_seeds_to_go_times_its_methods_figure(m
             queue.Job(config.Cell("label_rates", "cora", "gcn", (("train_per_class", 5),)), 2, 0, 100, None),
             queue.Job(config.Cell("label_rates", "cora", "gat", (("train_per_class", 5),)), 2, 0, 100, None)]
     monkeypatch.setattr(queue, "plan_jobs", lambda params, runs, device: jobs)
-    monkeypatch.setattr(bench.plan, "epochs_per_seed", lambda dataset, method, device: {"cadnet": 50.0}.get(method))
+    monkeypatch.setattr(bench.plan, "epochs_per_seed", lambda dataset, method, *where: {"cadnet": 50.0}.get(method))
     params = config.load_params()
     params["method_hparams"]["graph_unet"]["epochs"] = 200
     params["method_hparams"]["graph_unet"].pop("cora", None)

@@ -1,6 +1,8 @@
 """pipeline/engine/plan.py: what will be trained, and how long it will take, said before training."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from pipeline import config
@@ -167,6 +169,31 @@ def test_a_family_never_run_is_costed_by_the_benchmarks_figure_times_its_configu
     seconds, source = plan.measured_per_seed("cs", "graph_unet", eval_root, params=params)
     assert seconds == pytest.approx(2000.0) and "its configured 1000 epochs a seed" in source
     assert plan.measured_per_seed("cs", "graph_unet", eval_root)[1].startswith("cs/cadnet")
+
+
+def test_a_family_never_run_takes_the_epochs_its_peers_ran_under_the_same_rule(tmp_path):
+    """Physics's ChebNet was costed at its configured 1,000 epochs and stopped at 501-560: the
+    early-stopping rule waits half the budget. A family never run takes the median epochs a seed
+    of the dataset's families ran under the same budget and window (GCN 510, SGC 900, JK-Net 530:
+    530), not CAD-Net's (100 epochs, window 20 on CS: another rule); with no such peer, its
+    configured epochs."""
+    eval_root = tmp_path / "eval"
+    for method, epochs in [("cadnet", 100), ("gcn", 510), ("sgc", 900), ("jknet", 530)]:
+        write_table(eval_root, "cs", method, [(epochs, 10.0, "cpu")])
+    bench = tmp_path / "bench" / "cpu" / "cs.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text('{"methods": {"figures": [{"method": "cheb", "batched": 200.0, "single": 500.0}]}}')
+    params = config.load_params()
+    assert config.hparams_for(params, "cs", "cadnet")["epochs"] != config.hparams_for(params, "cs", "cheb")["epochs"]
+    seconds, source = plan.measured_per_seed("cs", "cheb", eval_root, params=params)
+    assert seconds == pytest.approx(200 * 530 / 1000) and "its 3 peers' (same budget and stopping rule) median 530 epochs" in source
+    params["method_hparams"]["sgc"]["cs"] = dict(params["method_hparams"]["sgc"].get("cs") or {}, early_stop_window=0)
+    seconds, _ = plan.measured_per_seed("cs", "cheb", eval_root, params=params)
+    assert seconds == pytest.approx(200 * (510 + 530) / 2 / 1000)  # SGC's rule is another now
+    for method in ("gcn", "sgc", "jknet"):
+        shutil.rmtree(eval_root / "cs" / method)
+    seconds, source = plan.measured_per_seed("cs", "cheb", eval_root, params=params)
+    assert seconds == pytest.approx(200.0) and "its configured 1000 epochs a seed" in source
 
 
 def test_a_batched_family_without_its_batched_figure_is_not_costed_by_its_reference_network(tmp_path):
