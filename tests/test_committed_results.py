@@ -11,10 +11,11 @@ digits. The stage's own process trains them on two threads, as `dvc repro` did o
 two-core CPU: a reduction splits its work by the threads, and with one GDC's third seed selects
 another epoch.
 
-GDC's rewired graph is PyG's exact PPR matrix, a dense float32 inverse whose rounding follows
-the CPU's LAPACK path: on an Intel CPU its committed seeds (trained on an AMD one) keep their
-epochs but their losses move by about 2e-4 relative, and the third seed selects another epoch.
-Its first two seeds are compared, to 1e-3.
+On an Intel CPU, GDC's committed seeds (trained on an AMD one) keep their epochs, but their
+losses move by about 2e-4 relative and the third seed selects another epoch, where GCN's and
+APPNP's, which share the rest of the loop and the sparse products, repeat to six digits: the
+part of GDC's own is PyG's exact PPR matrix, a dense float32 inverse whose rounding presumably
+follows the CPU's LAPACK path (not traced). Its first two seeds are compared, to 1e-3.
 """
 from __future__ import annotations
 
