@@ -106,10 +106,12 @@ def expected_epochs(dataset: str, method: str, params: dict | None, eval_root: P
     own = config.hparams_for(params, dataset, method)
     rule = (own.get("epochs"), own.get("early_stop_window"))
     folder = eval_root / dataset
-    peers = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name != method) if folder.is_dir() else []
+    # without early stopping every seed runs its budget: no peer can say better
+    peers = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name != method) \
+        if rule[1] and folder.is_dir() else []
     peer_epochs = [e for other in peers if _rule_of(params, dataset, other) == rule
                    for e in [epochs_per_seed(dataset, other, eval_root, device)] if e is not None]
-    if rule[1] and peer_epochs:
+    if peer_epochs:
         return statistics.median(peer_epochs), f"its {len(peer_epochs)} peers' (same budget and stopping rule) median"
     return (rule[0], "its configured") if isinstance(rule[0], (int, float)) else None
 
@@ -272,8 +274,8 @@ def _from_bench(dataset: str, method: str, eval_root: Path, device: str,
     with this kind of device (``reports/bench/<device>/<dataset>.json`` beside ``eval_root``:
     its batched chunk's where it batches, else one seed's) times the epochs a seed ran in the
     committed run, of any device (early stopping ends most before the last), or where none ran,
-    :func:`expected_epochs`'s; None where either is missing (:func:`training_ms`). Cora's GAT ran on a GPU only: its CPU estimate is this one,
-    where CAD-Net's figure would say a twentieth of it."""
+    :func:`expected_epochs`'s; None where either is missing (:func:`training_ms`). Cora's GAT ran
+    on a GPU only: its CPU estimate is this one, where CAD-Net's figure would say a twentieth of it."""
     path = bench_file(device, dataset, root=eval_root.parent / BENCH_ROOT.name)
     expected = expected_epochs(dataset, method, params, eval_root, device)
     if expected is None or not path.is_file():
