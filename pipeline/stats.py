@@ -40,6 +40,9 @@ PAPER_FILE = Path(__file__).with_name("paper_results.yaml")
 # Photo, appendix B.8).
 ON_PAR_FACTOR = 1.6
 PAPER_TABLE_NAMES = {"table2": "Table 2", "table3": "Table 3", "tableB3": "App. B.3"}
+# Digits kept in the JSON files: a mean's last bits depend on the CPU's vector width (numpy's
+# pairwise sums, the bootstrap's), and ``dvc metrics diff`` should not list such noise as a change.
+JSON_DIGITS = 10
 
 
 def load_paper() -> dict:
@@ -61,6 +64,18 @@ def collect(tables: dict[config.Cell, pd.DataFrame], paper: dict) -> dict:
         paper_mean_std = paper_row(paper, cell.dataset, cell.method) if key == cell.method else None
         metrics.setdefault(cell.dataset, {})[key] = method_metrics(table, paper_mean_std)
     return metrics
+
+
+def rounded(value, digits: int = JSON_DIGITS):
+    """``value`` (a summary: dicts, lists, numbers) with every float kept to ``digits``
+    significant digits."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    return value
 
 
 def headline(cells: dict) -> dict:
@@ -400,8 +415,8 @@ def main(argv: list[str]) -> None:
     results = studies.Results(params, cells, every, studies.twin_cells(params, every))
     markdown = results_markdown(in_tables, params, paper, tables, results)  # checks every input before writing
     timing = timing_markdown(tables, paper)
-    write_text_atomic(CELLS_FILE, json.dumps(cells, indent=2) + "\n")
-    write_text_atomic(METRICS_FILE, json.dumps(headline(cells), indent=2) + "\n")
+    write_text_atomic(CELLS_FILE, json.dumps(rounded(cells), indent=2) + "\n")
+    write_text_atomic(METRICS_FILE, json.dumps(rounded(headline(cells)), indent=2) + "\n")
     write_text_atomic(RESULTS_FILE, markdown)
     write_text_atomic(TIMING_FILE, timing)
     print(markdown)

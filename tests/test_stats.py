@@ -48,6 +48,21 @@ def test_the_metrics_are_each_cells_headline_and_the_rest_stays_in_the_reports(e
     assert {"ci95_low", "ci95_high"} <= set(cells["cora"]["cadnet"]["test_acc"]) and "paper" in cells["cora"]["cadnet"]
 
 
+def test_the_json_files_keep_ten_significant_digits_so_a_cpus_last_bits_are_not_a_change(evaluated):
+    """A mean's last bits depend on the CPU (numpy's vectorised sums): kept to 10 significant
+    digits, the same seeds give the same files on any machine; a tiny p keeps its digits."""
+    cells, _ = run_stats(evaluated)
+    metrics = json.loads((evaluated / "reports/metrics.json").read_text())
+
+    def floats(value):
+        if isinstance(value, dict):
+            return [x for v in value.values() for x in floats(v)]
+        return [value] if isinstance(value, float) else []
+    found = floats(cells) + floats(metrics)
+    assert all(float(f"{x:.10g}") == x for x in found)
+    assert stats.rounded({"p": [5.523456789012345e-15, 74.05799999999999, 3]}) == {"p": [5.523456789e-15, 74.058, 3]}
+
+
 def test_metrics_json(evaluated):
     metrics, _ = run_stats(evaluated)
     assert list(metrics) == ["cora"]
