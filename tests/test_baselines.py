@@ -156,6 +156,27 @@ def test_graph_unets_pooled_graphs_on_the_kept_nodes_are_pygs_bit_for_bit():
     assert len(grads[0]) == len(grads[1]) and all(torch.equal(a, b) for a, b in zip(*grads))
 
 
+def test_graph_unets_square_lists_each_row_in_torchs_order_with_torchs_sums():
+    """Row 0 reaches column 2 first (through k = 0), then column 0 (through k = 1): torch's CSR
+    product on the CPU lists them in that order, not sorted, and the GCN layers after a pooling
+    sum in the edges' order; ours (SciPy, whose product torch's does not leak) must do the same.
+    On a random graph too, bit for bit."""
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    def csr(entries, values, n=3):
+        return to_torch_csr_tensor(torch.tensor(entries).t(), torch.tensor(values), size=(n, n))
+    a = csr([[0, 0], [0, 1], [1, 2]], [2.0, 3.0, 1.0])
+    b = csr([[0, 2], [1, 0], [1, 2], [2, 1]], [5.0, 7.0, 11.0, 13.0])
+    index, values = baselines.csr_product(a, b)
+    assert index.tolist() == [[0, 0, 1], [2, 0, 1]] and values.tolist() == [2 * 5 + 3 * 11, 3 * 7, 13]
+    g = torch.Generator().manual_seed(0)
+    pairs = torch.randint(0, 400, (2, 4000), generator=g)
+    a = to_torch_csr_tensor(pairs, torch.rand(4000, generator=g), size=(400, 400))
+    torchs = (a @ a).to_sparse_coo()
+    index, values = baselines.csr_product(a, a)
+    assert torch.equal(index, torchs.indices()) and torch.equal(values, torchs.values())
+
+
 def test_a_resumed_baseline_retrains_its_whole_block_and_repeats_it(workdir):
     """A vmapped baseline's dropout comes from its chunk's stream: the chunk size is part of the
     fingerprint and a lost seed is retrained with its whole block, identically."""

@@ -39,11 +39,12 @@ from pipeline.engine.plan import chunk_workers, workers_side_by_side
 CLUSTER_VARIABLE = "CADNET_CLUSTER"
 CONNECT_SECONDS = 20  # for the scheduler to answer
 WORKERS_SECONDS = 60  # for its first worker
-# Methods whose CPU seeds each run in a process of their own. PyG's GraphUNet squares its
-# pooled adjacency with torch's CSR x CSR product, and on CPU (torch 2.13, MKL) that product
-# does not give back its output's memory (the open pytorch/pytorch#109445 reports the same
-# growth): measured here, 17 MB per epoch on Cora, about 3.4 GB per 200-epoch seed, so one
-# long-lived worker was killed for memory after seven seeds. A finished process gives it back.
+# Methods whose CPU seeds each run in a process of their own, which gives back all its memory
+# when it ends. Graph U-Net's pooled graphs once came from torch's CSR x CSR product, which on
+# the CPU (torch 2.13, MKL) never gives its output's memory back (17 MB an epoch on Cora; one
+# long-lived worker was killed after seven seeds). Its product is now SciPy's, the same numbers
+# without the growth (pipeline.models.baselines.csr_product); a seed's own process stays, as a
+# guard against growth inside PyG's layers, at about a second a seed of several minutes.
 FRESH_PROCESS_PER_SEED = {"graph_unet"}
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from scipy.sparse import csr_matrix
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 from torch_geometric.data import Data
@@ -542,6 +543,30 @@ class GAT(torch.nn.Module):
         return self.convs[-1](x, edge_index)
 
 
+def csr_product(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """``a @ b`` of two CSR matrices as ``(edge_index, values)``, on the CPU by SciPy, in the order
+    and with the sums of torch's own product there (MKL's), which never gives its output's memory
+    back (the growth pytorch/pytorch#109445 reports): about 5 MB a training step of Graph U-Net on
+    CS, more than 10 GB over one of its seeds. Both are Gustavson's product, row by row: row i
+    sums each entry's terms in the order it meets them, through a's entries (i, k) in turn, each
+    followed by the entries (k, j) of b's row k; MKL lists a row's columns in the order it first
+    reaches them, SciPy (``csr_matmat``, a linked list) in the reverse order, so each row is read
+    backwards. Equal to torch's product bit for bit (tests/test_baselines.py); SciPy leaves out an
+    entry whose terms sum to exactly 0, which positive weights (Graph U-Net's) never give. Elsewhere
+    (CUDA), torch's product."""
+    if a.device.type != "cpu":
+        product = (a @ b).to_sparse_coo()
+        return product.indices(), product.values()
+    a_, b_ = (csr_matrix((m.values().numpy(), m.col_indices().numpy(), m.crow_indices().numpy()), shape=m.shape)
+              for m in (a, b))
+    product = a_ @ b_
+    crow = torch.from_numpy(product.indptr).long()
+    row = torch.repeat_interleave(crow.diff())
+    backwards = crow[:-1][row] + crow[1:][row] - 1 - torch.arange(row.numel())  # each row's entries reversed
+    col, values = torch.from_numpy(product.indices).long(), torch.from_numpy(product.data)
+    return torch.stack([row, col[backwards]]), values[backwards]
+
+
 class SquareOnKeptNodes(Connect):
     r"""Graph U-Net's pooled graph (Gao and Ji 2019: the graph's second power, which connects
     nodes two hops apart before a pooling):
@@ -559,9 +584,8 @@ class SquareOnKeptNodes(Connect):
         position = kept.new_full((n,), -1)
         position[kept] = torch.arange(kept.numel(), device=kept.device)
         rows, cols = position[edge_index[0]] >= 0, position[edge_index[1]] >= 0
-        square = (to_torch_csr_tensor(edge_index[:, rows], edge_attr[rows], size=(n, n))
-                  @ to_torch_csr_tensor(edge_index[:, cols], edge_attr[cols], size=(n, n))).to_sparse_coo()
-        index, weight = square.indices(), square.values()
+        index, weight = csr_product(to_torch_csr_tensor(edge_index[:, rows], edge_attr[rows], size=(n, n)),
+                                    to_torch_csr_tensor(edge_index[:, cols], edge_attr[cols], size=(n, n)))
         off_diagonal = index[0] != index[1]
         return ConnectOutput(position[index[:, off_diagonal]], weight[off_diagonal],
                              self.get_pooled_batch(select_output, batch))
