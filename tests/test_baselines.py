@@ -159,8 +159,8 @@ def test_graph_unets_pooled_graphs_on_the_kept_nodes_are_pygs_bit_for_bit():
 def test_graph_unets_square_lists_each_row_in_torchs_order_with_torchs_sums():
     """Row 0 reaches column 2 first (through k = 0), then column 0 (through k = 1): torch's CSR
     product on the CPU lists them in that order, not sorted, and the GCN layers after a pooling
-    sum in the edges' order; ours (SciPy, whose product torch's does not leak) must do the same.
-    On a random graph too, bit for bit."""
+    sum in the edges' order; ours (SciPy's product, which does not keep its memory as torch's
+    does) must list and sum them the same way. On a random graph too, bit for bit."""
     from torch_geometric.utils import to_torch_csr_tensor
 
     def csr(entries, values, n=3):

@@ -44,7 +44,7 @@ WORKERS_SECONDS = 60  # for its first worker
 # the CPU (torch 2.13, MKL) never gives its output's memory back (17 MB an epoch on Cora; one
 # long-lived worker was killed after seven seeds). Its product is now SciPy's, the same numbers
 # without the growth (pipeline.models.baselines.csr_product); a seed's own process stays, as a
-# guard against growth inside PyG's layers, at about a second a seed of several minutes.
+# guard against any other growth, at the cost of one process start a seed of several minutes.
 FRESH_PROCESS_PER_SEED = {"graph_unet"}
 
 
